@@ -1,0 +1,13 @@
+"""gen: generated C kernels for tensor data movement.
+
+Everything public is importable from here; see API.md for the contract.
+"""
+from .errors import Error
+from .layout import MemoryDesc
+from .memory import Memory
+from .ops.reorder import Reorder, reorder
+from .registry import isa, kernels
+from .runtime import set_num_threads
+
+__all__ = ["Error", "MemoryDesc", "Memory", "Reorder", "reorder", "isa", "kernels",
+           "set_num_threads"]

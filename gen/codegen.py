@@ -1,0 +1,84 @@
+"""Renders kernel specs into C with Jinja: the one way this project produces C."""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import jinja2
+
+from . import space
+from .isa import TIERS
+from .transpose import network
+
+MAX_NODES = 24  # outer nodes a piece may have (problem.py never needs more than 2 per axis)
+# Work-item sizes: large enough to amortise the item loop, small enough to balance threads.
+CHUNKS = {"run_chunk": 1 << 16, "strided_chunk": 1 << 12, "tile_chunk": 1 << 9}
+
+
+def template_dir() -> Path:
+    """Installed: gen/templates (package data); in a checkout: the top-level templates/."""
+    here = Path(__file__).resolve().parent
+    for d in (here / "templates", here.parent / "templates"):
+        if d.is_dir():
+            return d
+    raise FileNotFoundError("gen's templates/ folder is missing")
+
+
+@functools.lru_cache(maxsize=None)
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(template_dir())),
+                              undefined=jinja2.StrictUndefined, trim_blocks=True,
+                              lstrip_blocks=True, keep_trailing_newline=True)
+
+
+def _tile_context(spec):
+    vector = spec.vector
+    if vector is None:
+        return {"vector": None, "networks": [], "store_rows": []}
+    tiles = spec.tile_a // spec.tile
+    nets = [network(vector, spec.esize, prefix=f"t{t}") for t in range(tiles)]
+    rows = []
+    for col in range(spec.tile):
+        rows.append((col, [(t, next(r for r, c in nets[t][1].items() if c == col))
+                           for t in range(tiles)]))
+    return {"vector": vector, "networks": nets, "store_rows": rows}
+
+
+def render_kernel(spec) -> str:
+    ctx = dict(CHUNKS, spec=spec, isa=TIERS[spec.isa])
+    if spec.kind == "tile":
+        ctx.update(_tile_context(spec))
+    return _env().get_template(f"{spec.kind}.c.j2").render(ctx)
+
+
+def render_module(isa: str, specs) -> str:
+    """The C source of one tier's extension module: common header, runtime, kernels."""
+    env = _env()
+    parts = [env.get_template("common.h.j2").render(isa=TIERS[isa], max_nodes=MAX_NODES),
+             env.get_template("runtime.c.j2").render(tiers=list(TIERS.values()))]
+    parts += [render_kernel(s) for s in specs]
+    return "\n".join(parts)
+
+
+def cdef(specs) -> str:
+    """The declarations cffi needs for one module."""
+    lines = [
+        "#define GEN_MAX_NODES %d" % MAX_NODES,
+        "typedef struct { int64_t src_off, dst_off; int64_t nouter;",
+        "  int64_t n[GEN_MAX_NODES], src_str[GEN_MAX_NODES], dst_str[GEN_MAX_NODES];",
+        "  int64_t a_n, a_src, a_dst; int64_t b_n, b_src, b_dst; int64_t stream; } gen_piece;",
+        "typedef void (*gen_kernel_fn)(const char *, char *, const gen_piece *, int, int);",
+        "typedef struct { gen_kernel_fn fn; gen_piece piece; } gen_task;",
+        "void gen_run(intptr_t src, intptr_t dst, const gen_task *tasks, int ntasks, int nthr);",
+    ]
+    lines += [f"int gen_cpu_has_{t}(void);" for t in TIERS]
+    lines += [f"void {s.name}(const char *, char *, const gen_piece *, int, int);" for s in specs]
+    return "\n".join(lines)
+
+
+def module_name(isa: str) -> str:
+    return f"gen._kernels_{isa}"
+
+
+def all_specs(isa: str):
+    return space.kernels(isa)

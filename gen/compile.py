@@ -1,0 +1,29 @@
+"""Compiles the rendered kernels through cffi: one extension module per ISA tier.
+
+setup.py calls `extensions()` at install time (setuptools builds them, in parallel).
+This module must not import numpy or the rest of the runtime: the build loads it alone.
+"""
+from __future__ import annotations
+
+import cffi
+
+from . import codegen
+from .isa import TIERS
+
+CFLAGS = ("-O3", "-std=gnu11", "-fopenmp", "-fno-strict-aliasing")
+LDFLAGS = ("-fopenmp",)
+
+
+def ffi_for(isa: str) -> cffi.FFI:
+    specs = codegen.all_specs(isa)
+    ffi = cffi.FFI()
+    ffi.cdef(codegen.cdef(specs))
+    ffi.set_source(codegen.module_name(isa), codegen.render_module(isa, specs),
+                   extra_compile_args=[*CFLAGS, *TIERS[isa].cflags],
+                   extra_link_args=list(LDFLAGS))
+    return ffi
+
+
+def extensions(source_dir: str):
+    """setuptools Extensions for every tier; their C sources are written to source_dir."""
+    return [ffi_for(isa).distutils_extension(source_dir) for isa in TIERS]

@@ -1,0 +1,62 @@
+"""ISA tiers: one table entry each, holding everything a template needs to know.
+
+A tier lists the compiler flags that enable it, the cpu features it needs at run time
+(checked with the compiler's cpuid builtin), and per vector width the intrinsics the
+templates use: unaligned load/store, the streaming store, and the interleave ops the
+transpose network is built from (see transpose.py). Adding a tier is adding an entry.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Interleave:
+    lo: str  # C expression with {a} and {b}: the low halves of each lane, interleaved
+    hi: str
+    lane: int  # bytes per lane the op works within
+
+
+@dataclass(frozen=True)
+class Vector:
+    nbytes: int
+    ctype: str
+    load: str  # C function: (const ctype *) -> ctype
+    store: str
+    stream: str  # non-temporal store; needs an nbytes-aligned address
+    interleave: dict  # chunk bytes -> Interleave
+
+
+@dataclass(frozen=True)
+class Isa:
+    name: str
+    rank: int  # higher is preferred
+    cflags: tuple = ()
+    features: tuple = ()  # names for __builtin_cpu_supports
+    vectors: dict = field(default_factory=dict)  # bytes -> Vector
+    fence: str = ""  # orders streaming stores before the kernel returns
+
+
+def _sse_interleaves():
+    return {g: Interleave(f"_mm_unpacklo_epi{8 * g}({{a}}, {{b}})",
+                          f"_mm_unpackhi_epi{8 * g}({{a}}, {{b}})", 16) for g in (1, 2, 4, 8)}
+
+
+def _avx2_interleaves():
+    out = {g: Interleave(f"_mm256_unpacklo_epi{8 * g}({{a}}, {{b}})",
+                         f"_mm256_unpackhi_epi{8 * g}({{a}}, {{b}})", 16) for g in (1, 2, 4, 8)}
+    out[16] = Interleave("_mm256_permute2x128_si256({a}, {b}, 0x20)",
+                         "_mm256_permute2x128_si256({a}, {b}, 0x31)", 32)
+    return out
+
+
+_XMM = Vector(16, "__m128i", "_mm_loadu_si128", "_mm_storeu_si128", "_mm_stream_si128",
+              _sse_interleaves())
+_YMM = Vector(32, "__m256i", "_mm256_loadu_si256", "_mm256_storeu_si256",
+              "_mm256_stream_si256", _avx2_interleaves())
+
+TIERS = {
+    "scalar": Isa("scalar", 0),
+    "avx2": Isa("avx2", 1, ("-mavx2", "-mfma", "-mf16c"), ("avx2", "fma", "f16c"),
+                {16: _XMM, 32: _YMM}, "_mm_sfence()"),
+}

@@ -1,0 +1,122 @@
+"""`gen.Memory`: a descriptor plus the bytes it describes, and NumPy operands of ops."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import dtypes
+from .errors import Error
+from .layout import MemoryDesc
+from .problem import Layout
+
+ALIGN = 64
+
+
+class Memory:
+    """`gen.Memory(desc, buffer=None)`: see API.md "Memory objects"."""
+
+    __slots__ = ("desc", "data", "_addr")
+
+    def __init__(self, desc, buffer=None):
+        if not isinstance(desc, MemoryDesc):
+            raise Error(f"desc must be a gen.MemoryDesc, got {desc!r}")
+        nbytes = desc.nbytes
+        if buffer is None:
+            raw = np.zeros(nbytes + ALIGN, np.uint8)
+            start = -raw.ctypes.data % ALIGN
+            data = raw[start:start + nbytes]
+        else:
+            data = _wrap(buffer, desc)
+        self.desc = desc
+        self.data = data
+        self._addr = data.ctypes.data
+
+    @classmethod
+    def from_array(cls, array, format=None, dtype=None) -> "Memory":
+        """Pack a logical NumPy array (any strides) into a new Memory of `format`."""
+        from .ops.reorder import reorder
+        src = Operand.of(array)
+        dtype = src.dtype if dtype is None else dtypes.canonical(dtype)
+        return reorder(src, MemoryDesc(src.dims, dtype, format))
+
+    def to_array(self) -> np.ndarray:
+        """The logical content as a new C-contiguous array of the table's NumPy dtype."""
+        from .ops.reorder import run_reorder
+        out = np.empty(self.desc.dims, dtypes.numpy_dtype(self.desc.dtype))
+        run_reorder(Operand.of_memory(self), Operand.of(out), None)
+        return out
+
+    def __repr__(self):
+        return f"Memory({self.desc!r})"
+
+
+def _wrap(buffer, desc) -> np.ndarray:
+    try:
+        view = memoryview(buffer)
+    except TypeError:
+        raise Error(f"buffer must support the buffer protocol, got {type(buffer).__name__}") \
+            from None
+    if view.readonly:
+        raise Error("buffer is read-only; a Memory must be writable")
+    if not view.c_contiguous:
+        raise Error("buffer must be contiguous")
+    data = np.frombuffer(view.cast("B") if view.ndim != 1 or view.format != "B" else view,
+                         np.uint8)
+    if data.nbytes < desc.nbytes:
+        raise Error(f"buffer of {data.nbytes} bytes is too small for {desc} "
+                    f"({desc.nbytes} bytes)")
+    if data.ctypes.data % desc.itemsize:
+        raise Error(f"buffer address {data.ctypes.data:#x} is misaligned for "
+                    f"{dtypes.name(desc.dtype)} ({desc.itemsize}-byte elements)")
+    return data[:desc.nbytes]
+
+
+@dataclass(frozen=True)
+class Operand:
+    """What an op needs of a source or destination: logical dims, dtype, layout, address
+    and the byte range it touches (for the overlap check)."""
+    dims: tuple
+    dtype: object
+    layout: Layout
+    addr: int
+    lo: int
+    hi: int
+    keep: object  # the object that owns the bytes, kept alive during the call
+
+    @classmethod
+    def of_memory(cls, mem: Memory) -> "Operand":
+        d = mem.desc
+        return cls(d.dims, d.dtype, Layout.of_desc(d), mem._addr, mem._addr,
+                   mem._addr + d.nbytes, mem)
+
+    @classmethod
+    def of(cls, obj) -> "Operand":
+        if isinstance(obj, Operand):
+            return obj
+        if isinstance(obj, Memory):
+            return cls.of_memory(obj)
+        arr = _as_array(obj)
+        dtype = dtypes.canonical(arr.dtype)
+        if arr.ndim == 0 or arr.size == 0:
+            raise Error(f"array of shape {arr.shape} has no elements to describe")
+        esize = arr.itemsize
+        if any(s % esize for s in arr.strides):
+            arr = np.ascontiguousarray(arr)
+        addr = arr.__array_interface__["data"][0]
+        steps = [(d - 1) * s for d, s in zip(arr.shape, arr.strides)]
+        lo = addr + sum(s for s in steps if s < 0)
+        hi = addr + sum(s for s in steps if s > 0) + esize
+        layout = Layout.strided(arr.shape, tuple(s // esize for s in arr.strides))
+        return cls(tuple(arr.shape), dtype, layout, addr, lo, hi, arr)
+
+
+def _as_array(obj) -> np.ndarray:
+    if isinstance(obj, np.ndarray):
+        return obj
+    try:
+        if hasattr(obj, "__dlpack__") and not hasattr(obj, "__array_interface__"):
+            return np.from_dlpack(obj)
+        return np.asarray(obj)
+    except Exception as e:  # NumPy raises many types for objects it cannot view
+        raise Error(f"cannot read a tensor from {type(obj).__name__}: {e}") from None

@@ -1,0 +1,1 @@
+"""One module per op: validation and planning in Python, the work in generated kernels."""

@@ -1,0 +1,168 @@
+"""The one layout normaliser: a pair of layouts of the same dims -> a short loop nest.
+
+A layout is given per logical axis as (size, stride) parts, most significant first, over the
+axis' padded extent (`MemoryDesc.parts`, or one part per axis for a NumPy array). Every axis
+is cut at every block boundary of either side; the pieces of the axis where both sides are
+linear become nodes (n, src stride, dst stride). An axis whose size is not a multiple of a
+block yields a few boxes (full blocks, then the tail); the product of the boxes of all axes
+gives the copy pieces. The destination's padding is the rest of its padded space: zero pieces
+with only a destination side. Each nest then drops size-1 nodes, is ordered for streaming
+(destination strides descending) and merges nodes contiguous on both sides.
+
+Strides here are in elements; `Piece.scaled` turns them into bytes for the kernels.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from .errors import Error
+
+
+@dataclass(frozen=True)
+class Node:
+    n: int
+    src: int  # src stride (elements); 0 in zero pieces
+    dst: int  # dst stride (elements)
+
+
+@dataclass(frozen=True)
+class Piece:
+    src_off: int
+    dst_off: int
+    nodes: tuple  # outermost first
+    zero: bool = False  # write zeros (destination padding); src is not read
+
+
+@dataclass(frozen=True)
+class Problem:
+    esize: int
+    pieces: tuple
+
+    def dump(self) -> str:
+        """A readable listing of the nest, for debugging and verbose output."""
+        out = []
+        for p in self.pieces:
+            nodes = " ".join(f"({n.n},{n.src},{n.dst})" for n in p.nodes)
+            kind = "zero" if p.zero else "copy"
+            out.append(f"{kind} @{p.src_off}->{p.dst_off}: {nodes}")
+        return "\n".join(out)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Parts per axis over the padded extent; `padded[a]` is that extent."""
+    parts: tuple
+    padded: tuple
+
+    @classmethod
+    def of_desc(cls, md) -> "Layout":
+        return cls(tuple(tuple(md.parts(a)) for a in range(md.ndims)), md.padded_dims)
+
+    @classmethod
+    def strided(cls, dims, strides) -> "Layout":
+        return cls(tuple(((d, s),) for d, s in zip(dims, strides)), tuple(dims))
+
+    def levels(self, axis):
+        """Index extents at which the axis' parts start, innermost (1) first."""
+        out, ext = [], 1
+        for n, _ in reversed(self.parts[axis]):
+            out.append(ext)
+            ext *= n
+        return out
+
+    def stride(self, axis, level):
+        """Offset step of moving the axis index by `level` (a multiple of a part's unit)."""
+        ext = 1
+        parts = self.parts[axis]
+        for i, (n, s) in enumerate(reversed(parts)):
+            if level < ext * n or i == len(parts) - 1:
+                return s * (level // ext)
+            ext *= n
+
+    def offset(self, axis, index):
+        off = 0
+        for n, s in reversed(self.parts[axis]):
+            off += (index % n) * s
+            index //= n
+        return off
+
+
+def _chain(axis, dims, *layouts):
+    levels = sorted({lv for lay in layouts for lv in lay.levels(axis)})
+    for lo, hi in zip(levels, levels[1:]):
+        if hi % lo:
+            sides = " and ".join(str(lay.levels(axis)) for lay in layouts)
+            raise Error(f"blocks of axis {axis} (size {dims[axis]}) do not nest: "
+                        f"block extents {sides}")
+    return levels
+
+
+def _boxes(lo, hi, levels):
+    """[lo, hi) as aligned boxes (start, count, level index): each box is `count` steps of
+    levels[j] that stay inside one block of the next level (the top level is unbounded)."""
+    out = []
+    while lo < hi:
+        j = max(i for i, lv in enumerate(levels) if lo % lv == 0 and lo + lv <= hi)
+        count = (hi - lo) // levels[j]
+        if j + 1 < len(levels):
+            count = min(count, (levels[j + 1] - lo % levels[j + 1]) // levels[j])
+        out.append((lo, count, j))
+        lo += count * levels[j]
+    return out
+
+
+def _axis_nodes(axis, box, levels, src, dst):
+    """Nodes of one box of one axis, with the box' start offsets on both sides."""
+    start, count, j = box
+    nodes = [Node(count, src.stride(axis, levels[j]) if src else 0, dst.stride(axis, levels[j]))]
+    for i in reversed(range(j)):
+        n = levels[i + 1] // levels[i]
+        nodes.append(Node(n, src.stride(axis, levels[i]) if src else 0,
+                          dst.stride(axis, levels[i])))
+    return (src.offset(axis, start) if src else 0), dst.offset(axis, start), nodes
+
+
+def simplify(nodes):
+    """Drop size-1 nodes, order for streaming, merge nodes contiguous on both sides."""
+    nodes = sorted((n for n in nodes if n.n > 1), key=lambda n: (-abs(n.dst), -abs(n.src)))
+    out = []
+    for n in nodes:
+        if out and out[-1].src == n.src * n.n and out[-1].dst == n.dst * n.n:
+            out[-1] = Node(out[-1].n * n.n, n.src, n.dst)
+        else:
+            out.append(n)
+    return tuple(out)
+
+
+def _pieces(ranges, src, dst, zero):
+    """The product over axes of the boxes of each axis' range."""
+    per_axis = []
+    for axis, (lo, hi, levels) in enumerate(ranges):
+        per_axis.append([_axis_nodes(axis, b, levels, src, dst) for b in _boxes(lo, hi, levels)])
+    out = []
+    for combo in itertools.product(*per_axis):
+        nodes = [n for _, _, ns in combo for n in ns]
+        out.append(Piece(sum(c[0] for c in combo), sum(c[1] for c in combo),
+                         simplify(nodes), zero))
+    return out
+
+
+def normalise(dims, src: Layout, dst: Layout, esize: int) -> Problem:
+    """The reorder of logical `dims` from `src` to `dst` as a Problem."""
+    nd = len(dims)
+    copy = [(0, dims[a], _chain(a, dims, src, dst)) for a in range(nd)]
+    pieces = _pieces(copy, src, dst, False)
+    # Destination padding: axes before `a` real, axis `a` in its padding, axes after padded.
+    for a in range(nd):
+        if dst.padded[a] == dims[a]:
+            continue
+        ranges = [(0, dims[b] if b < a else dst.padded[b], dst.levels(b)) for b in range(nd)]
+        ranges[a] = (dims[a], dst.padded[a], dst.levels(a))
+        pieces += _pieces(ranges, None, dst, True)
+    return Problem(esize, tuple(pieces))
+
+
+def nelems(nodes) -> int:
+    return math.prod(n.n for n in nodes)

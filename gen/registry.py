@@ -1,0 +1,73 @@
+"""Picks the tier and, per normalised piece, the kernel that runs it.
+
+The tier is the best one the CPU runs (cpuid, through the always-built scalar module), lowered
+by `GEN_ISA`. A piece's innermost nodes decide the kernel kind (see space.py).
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+
+from . import codegen, space
+from .errors import Error
+from .isa import TIERS
+from .problem import Node
+
+
+@functools.lru_cache(maxsize=None)
+def _module(isa: str):
+    try:
+        return importlib.import_module(codegen.module_name(isa))
+    except ImportError as e:
+        raise Error(f"gen's {isa} kernels are not built ({e}); install gen with "
+                    f"`pip install --no-build-isolation .`") from None
+
+
+@functools.lru_cache(maxsize=None)
+def supported() -> tuple:
+    """Names of the tiers this CPU runs, lowest first."""
+    lib = _module("scalar").lib
+    tiers = sorted(TIERS.values(), key=lambda t: t.rank)
+    return tuple(t.name for t in tiers if getattr(lib, f"gen_cpu_has_{t.name}")())
+
+
+@functools.lru_cache(maxsize=None)
+def isa() -> str:
+    """The tier the registry dispatches to."""
+    best = supported()[-1]
+    forced = os.environ.get("GEN_ISA", "").strip().lower()
+    if not forced:
+        return best
+    if forced not in TIERS:
+        raise Error(f"GEN_ISA={forced!r} is not a tier; tiers are {', '.join(TIERS)}")
+    if TIERS[forced].rank > TIERS[best].rank:
+        raise Error(f"GEN_ISA={forced!r}: this CPU only runs {', '.join(supported())}")
+    return forced
+
+
+def module():
+    return _module(isa())
+
+
+def kernels(op=None):
+    """Descriptions of every built kernel of the dispatch tier."""
+    return [s.describe() for s in space.kernels(isa()) if op is None or s.op == op]
+
+
+def choose(nodes, zero: bool, esize: int):
+    """(spec, inner nodes a, b, outer nodes) for one piece's nest (element strides)."""
+    nodes = list(nodes) or [Node(1, 1, 1)]
+    inner = nodes[-1]
+    tier = isa()
+    if inner.dst == 1 and (zero or inner.src == 1):
+        spec = space.KernelSpec("reorder", "run", 1, zero, tier)
+        return spec, Node(inner.n * esize, esize, esize), None, nodes[:-1]
+    if not zero and inner.dst == 1:
+        width = space.TILE_WIDTH[esize]
+        units = [n for n in nodes[:-1] if n.src == 1 and n.n >= width]
+        if units and inner.n >= width:
+            b = units[-1]
+            spec = space.KernelSpec("reorder", "tile", esize, False, tier)
+            return spec, inner, b, [n for n in nodes[:-1] if n is not b]
+    return space.KernelSpec("reorder", "strided", esize, zero, tier), inner, None, nodes[:-1]

@@ -1,0 +1,47 @@
+"""Process-wide settings: thread count and verbose output."""
+from __future__ import annotations
+
+import os
+import sys
+
+from .errors import Error
+
+VERBOSE = os.environ.get("GEN_VERBOSE", "0").strip() not in ("", "0")
+
+
+def _check_threads(n, what):
+    if isinstance(n, bool) or not hasattr(n, "__index__") or n.__index__() < 1:
+        raise Error(f"{what} must be a positive integer, got {n!r}")
+    return n.__index__()
+
+
+def _default_threads() -> int:
+    env = os.environ.get("GEN_NUM_THREADS")
+    if env:
+        try:
+            return _check_threads(int(env), "GEN_NUM_THREADS")
+        except ValueError:
+            raise Error(f"GEN_NUM_THREADS must be a positive integer, got {env!r}") from None
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+_threads = None
+
+
+def set_num_threads(n) -> None:
+    global _threads
+    _threads = _check_threads(n, "number of threads")
+
+
+def num_threads(threads=None) -> int:
+    """The thread count of a call: its `threads=` argument, else the process setting."""
+    global _threads
+    if threads is not None:
+        return _check_threads(threads, "threads")
+    if _threads is None:
+        _threads = _default_threads()
+    return _threads
+
+
+def verbose(line: str) -> None:
+    print(f"gen_verbose,{line}", file=sys.stderr, flush=True)

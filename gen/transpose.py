@@ -1,0 +1,53 @@
+"""The register transpose network of the tile kernel, built and checked by simulation.
+
+A W x W tile of E-byte elements sits in W vector registers of W*E bytes (one row each).
+Stage s interleaves rows i and i + 2^s at chunk size E * 2^s with the ISA's lo/hi ops
+(which may work within lanes). After log2(W) stages every register holds one column of the
+tile; which column is found by simulating the ops on labelled bytes, and the generated code
+stores each register to its column's row. Nothing is trusted: the simulation asserts that
+every register ends up a whole column in order.
+"""
+from __future__ import annotations
+
+
+def _interleave(a, b, chunk, lane, high):
+    out = []
+    for base in range(0, len(a), lane):
+        half = lane // 2
+        lo = base + (half if high else 0)
+        for c in range(0, half, chunk):
+            out += a[lo + c:lo + c + chunk] + b[lo + c:lo + c + chunk]
+    return out
+
+
+def network(vector, esize, prefix=""):
+    """(statements, column_of_register): C statements transposing registers
+    {prefix}r0..r{W-1} (as new names), and for each output register name its tile column."""
+    w = vector.nbytes // esize
+    rows = [[(r, c, k) for c in range(w) for k in range(esize)] for r in range(w)]
+    names = [f"{prefix}r{i}" for i in range(w)]
+    stmts = []
+    stage, step = 0, 1
+    while step < w:
+        op = vector.interleave[esize * step]
+        new_rows, new_names = list(rows), list(names)
+        for i in range(w):
+            if i & step:
+                continue
+            j = i + step
+            a, b = names[i], names[j]
+            lo, hi = f"{prefix}s{stage}_{i}", f"{prefix}s{stage}_{j}"
+            stmts.append(f"const {vector.ctype} {lo} = {op.lo.format(a=a, b=b)};")
+            stmts.append(f"const {vector.ctype} {hi} = {op.hi.format(a=a, b=b)};")
+            new_rows[i] = _interleave(rows[i], rows[j], esize * step, op.lane, False)
+            new_rows[j] = _interleave(rows[i], rows[j], esize * step, op.lane, True)
+            new_names[i], new_names[j] = lo, hi
+        rows, names = new_rows, new_names
+        stage, step = stage + 1, step * 2
+    columns = {}
+    for name, row in zip(names, rows):
+        cells = [(r, c) for r, c, _ in row[::esize]]
+        col = cells[0][1]
+        assert cells == [(r, col) for r in range(w)], f"not a transpose: {cells}"
+        columns[name] = col
+    return stmts, columns
