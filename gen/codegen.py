@@ -77,7 +77,9 @@ def cdef(specs) -> str:
 
 
 def module_name(isa: str) -> str:
-    return f"gen._kernels_{isa}"
+    """Top-level, so that a checkout's gen/ sources (e.g. under `python -m pytest` in the
+    checkout) still find the kernels the install built."""
+    return f"_gen_kernels_{isa}"
 
 
 def all_specs(isa: str):

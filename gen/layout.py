@@ -290,7 +290,17 @@ def _merge_parts(parts):
 def _from_parts(md, dims, padded, parts):
     """Rebuild a descriptor from per-axis pieces, or raise when blocks would be needed
     that are not one dense innermost region in significance order."""
-    blocks = sorted(((s, n, a) for a, p in enumerate(parts) for n, s in p[1:]), reverse=True)
+    blocks = {(s, n, a) for a, p in enumerate(parts) for n, s in p[1:]}
+    # An axis lying wholly inside the block region becomes a block itself (outer count 1).
+    while True:
+        region = math.prod(n for _, n, _ in blocks)
+        inside = [a for a, p in enumerate(parts) if len(p) == 1 and p[0][1] < region]
+        if not inside:
+            break
+        for a in inside:
+            blocks.add((parts[a][0][1], parts[a][0][0], a))
+            parts[a] = [(1, region)] + parts[a]
+    blocks = sorted(blocks, reverse=True)
     step = 1
     for s, n, a in reversed(blocks):
         if s != step:

@@ -40,8 +40,7 @@ class Plan:
             for k, node in enumerate(outer):
                 p.n[k], p.src_str[k], p.dst_str[k] = node.n, node.src * esize, node.dst * esize
             p.a_n, p.a_src, p.a_dst = a.n, a.src * esize, a.dst * esize
-            if b is not None:
-                p.b_n, p.b_src, p.b_dst = b.n, b.src * esize, b.dst * esize
+            p.b_n, p.b_src, p.b_dst = b.n, b.src * esize, b.dst * esize
             p.stream = int(dst_nbytes >= STREAM_BYTES)
         self.kernel = "+".join(dict.fromkeys(names))
 

@@ -51,23 +51,28 @@ def module():
 
 
 def kernels(op=None):
-    """Descriptions of every built kernel of the dispatch tier."""
-    return [s.describe() for s in space.kernels(isa()) if op is None or s.op == op]
+    """Descriptions of every built kernel, of every tier."""
+    return [s.describe() for tier in TIERS for s in space.kernels(tier)
+            if op is None or s.op == op]
 
 
 def choose(nodes, zero: bool, esize: int):
-    """(spec, inner nodes a, b, outer nodes) for one piece's nest (element strides)."""
+    """(spec, inner node a, node b, outer nodes) for one piece's nest (element strides).
+
+    `run` and `strided` work on the innermost node A and the next one B (a size-1 B when the
+    nest has one node); `tile` takes as B the innermost node whose source stride is 1."""
     nodes = list(nodes) or [Node(1, 1, 1)]
     inner = nodes[-1]
     tier = isa()
-    if inner.dst == 1 and (zero or inner.src == 1):
-        spec = space.KernelSpec("reorder", "run", 1, zero, tier)
-        return spec, Node(inner.n * esize, esize, esize), None, nodes[:-1]
-    if not zero and inner.dst == 1:
+    if not zero and inner.dst == 1 and inner.n >= space.TILE_WIDTH[esize]:
         width = space.TILE_WIDTH[esize]
         units = [n for n in nodes[:-1] if n.src == 1 and n.n >= width]
-        if units and inner.n >= width:
+        if units:
             b = units[-1]
             spec = space.KernelSpec("reorder", "tile", esize, False, tier)
             return spec, inner, b, [n for n in nodes[:-1] if n is not b]
-    return space.KernelSpec("reorder", "strided", esize, zero, tier), inner, None, nodes[:-1]
+    b, outer = (nodes[-2], nodes[:-2]) if len(nodes) > 1 else (Node(1, 0, 0), [])
+    if inner.dst == 1 and (zero or inner.src == 1):
+        spec = space.KernelSpec("reorder", "run", 1, zero, tier)
+        return spec, Node(inner.n * esize, 1, 1), b, outer
+    return space.KernelSpec("reorder", "strided", esize, zero, tier), inner, b, outer
