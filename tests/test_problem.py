@@ -1,0 +1,72 @@
+"""The layout normaliser, table-driven: descriptors in, expected nests out."""
+import pytest
+
+import gen
+from gen.problem import Layout, Node, normalise, simplify
+
+
+def nest(dims, src, dst, esize=4):
+    s = gen.MemoryDesc(dims, "f32", src)
+    d = gen.MemoryDesc(dims, "f32", dst)
+    return normalise(dims, Layout.of_desc(s), Layout.of_desc(d), esize).pieces
+
+
+def nodes(*triples):
+    return tuple(Node(*t) for t in triples)
+
+
+CASES = [
+    # same layout: one contiguous run
+    ((2, 3, 4, 5), "nchw", "nchw", [(0, 0, nodes((120, 1, 1)), False)]),
+    # plain transpose: n stays outer, h and w merge
+    ((2, 3, 4, 5), "nchw", "nhwc",
+     [(0, 0, nodes((2, 60, 60), (20, 1, 3), (3, 20, 1)), False)]),
+    # blocked without padding: c splits at 16 on the dst side
+    ((2, 32, 4, 5), "nchw", "nChw16c",
+     [(0, 0, nodes((4, 320, 320), (20, 1, 16), (16, 20, 1)), False)]),
+    # padding: c = 3 of 16; the other 13 are a zero piece
+    ((1, 3, 2, 2), "nchw", "nChw16c",
+     [(0, 0, nodes((4, 1, 16), (3, 4, 1)), False),
+      (0, 3, nodes((4, 0, 16), (13, 0, 1)), True)]),
+    # blocks that nest: 8c into 16c, 20 channels = one full 16-block and a tail of 4
+    ((1, 20, 1, 1), "nChw8c", "nChw16c",
+     [(0, 0, nodes((16, 1, 1),), False),
+      (16, 16, nodes((4, 1, 1),), False),
+      (0, 20, nodes((12, 0, 1),), True)]),
+]
+
+
+@pytest.mark.parametrize("dims,src,dst,expected", CASES,
+                         ids=[f"{c[1]}->{c[2]}" for c in CASES])
+def test_nests(dims, src, dst, expected):
+    got = [(p.src_off, p.dst_off, p.nodes, p.zero) for p in nest(dims, src, dst)]
+    assert got == expected
+
+
+def test_simplify_drops_merges_and_orders():
+    got = simplify([Node(1, 7, 7), Node(4, 1, 6), Node(3, 4, 1), Node(2, 12, 24)])
+    # (2,12,24) and (4,1,6) do not merge: 12 != 1 * 4
+    assert got == nodes((2, 12, 24), (4, 1, 6), (3, 4, 1))
+    assert simplify([Node(3, 1, 1), Node(2, 3, 3)]) == nodes((6, 1, 1))
+
+
+def test_every_dst_element_written_once():
+    """Copy and zero pieces of a padded double-blocked pair tile dst's padded space."""
+    dims = (17, 35, 3, 3)
+    dst = gen.MemoryDesc(dims, "f32", "OIhw4i16o4i")
+    pieces = normalise(dims, Layout.of_desc(gen.MemoryDesc(dims, "f32", "oihw")),
+                       Layout.of_desc(dst), 4).pieces
+    hits = [0] * (dst.nbytes // 4)
+    for p in pieces:
+        offsets = [p.dst_off]
+        for n in p.nodes:
+            offsets = [o + i * n.dst for o in offsets for i in range(n.n)]
+        for o in offsets:
+            hits[o] += 1
+    assert hits == [1] * len(hits)
+
+
+def test_blocks_that_do_not_nest_are_refused():
+    dims = (1, 24, 2, 2)
+    with pytest.raises(gen.Error, match="do not nest"):
+        nest(dims, "aBcd8b", "aBcd6b")

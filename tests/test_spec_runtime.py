@@ -1,0 +1,194 @@
+"""Acceptance tests for the runtime surface: gen.isa, GEN_ISA, gen.kernels,
+GEN_VERBOSE, gen.set_num_threads (shared/API.md, "Runtime, registry")."""
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import gen
+
+try:
+    from . import reference as ref
+except ImportError:  # tests/ is not a package
+    import reference as ref
+
+GEN_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(gen.__file__)))
+
+
+def run_py(code, tmp_path, **env_extra):
+    """Run code in a fresh interpreter importing the same gen as this process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEN_")}
+    env["PYTHONPATH"] = GEN_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update(env_extra)
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=str(tmp_path), env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, "subprocess failed:\nSTDOUT:\n%s\nSTDERR:\n%s" % (p.stdout, p.stderr)
+    return p
+
+
+# A fixed set of reorders whose output bytes are hashed (all same-dtype copies).
+WORKLOAD = r"""
+import hashlib, json, sys
+import numpy as np
+import gen
+import ml_dtypes
+
+def data(shape, dt, seed):
+    rng = np.random.default_rng(seed)
+    n = int(np.prod(shape)) * np.dtype(dt).itemsize
+    return rng.integers(0, 256, n, dtype=np.uint8).view(dt).reshape(shape)
+
+cases = [
+    ((4, 35, 13, 17), np.float32, "nchw", "nhwc"),
+    ((4, 35, 13, 17), np.float32, "nhwc", "nChw16c"),
+    ((4, 35, 13, 17), np.uint8, "nchw", "nhwc"),
+    ((4, 35, 13, 17), ml_dtypes.bfloat16, "nChw8c", "nchw"),
+    ((35, 37, 3, 3), np.float32, "oihw", "OIhw4i16o4i"),
+    ((35, 37, 3, 3), np.float16, "hwio", "OIhw16i16o"),
+    ((2, 19, 21, 3, 3), np.float32, "goihw", "gOIhw16i16o"),
+    ((33, 65), np.float64, "ab", "ba"),
+    ((33, 65, 9), np.int16, "acb", "cab"),
+]
+out = {"isa": gen.isa(), "hashes": []}
+for i, (shape, dt, t1, t2) in enumerate(cases):
+    a = data(shape, dt, i)
+    src = gen.reorder(a, t1)
+    for threads in (1, 2):
+        dst = gen.reorder(src, t2, threads=threads)
+        out["hashes"].append(hashlib.sha256(bytes(dst.data)).hexdigest())
+    back = gen.reorder(dst, t1)
+    assert bytes(back.data) == bytes(src.data)
+    assert dst.to_array().tobytes() == a.tobytes()
+sys.stdout.write(json.dumps(out))
+"""
+
+
+def test_isa_is_one_word():
+    isa = gen.isa()
+    assert isinstance(isa, str)
+    assert re.fullmatch(r"[A-Za-z0-9_.+-]+", isa), repr(isa)
+    assert gen.isa() == isa
+
+
+def test_gen_isa_scalar_gives_identical_results(tmp_path):
+    default = json.loads(run_py(WORKLOAD, tmp_path).stdout)
+    scalar = json.loads(run_py(WORKLOAD, tmp_path, GEN_ISA="scalar").stdout)
+    assert scalar["isa"] == "scalar"
+    assert default["isa"] == gen.isa()
+    assert default["hashes"] == scalar["hashes"]
+    # and identical to this process
+    h = []
+    import hashlib
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 256, 4 * 35 * 13 * 17 * 4, dtype=np.uint8).view(np.float32)
+    a = a.reshape(4, 35, 13, 17)
+    src = gen.reorder(a, "nchw")
+    h.append(hashlib.sha256(bytes(gen.reorder(src, "nhwc").data)).hexdigest())
+    assert h[0] == default["hashes"][0]
+    assert h[0] == hashlib.sha256(ref.pack(a, "nhwc").tobytes()).hexdigest()
+
+
+def test_kernels_registry():
+    ks = gen.kernels()
+    assert isinstance(ks, list) and ks
+    for k in ks:
+        assert isinstance(k, dict)
+        for key in ("name", "op", "isa", "dtypes", "layout"):
+            assert key in k, (key, k)
+        assert isinstance(k["name"], str) and k["name"]
+        assert isinstance(k["op"], str) and k["op"]
+        assert isinstance(k["isa"], str) and re.fullmatch(r"[A-Za-z0-9_.+-]+", k["isa"])
+    ops = {k["op"] for k in ks}
+    assert "reorder" in ops
+    isas = {k["isa"] for k in ks}
+    assert gen.isa() in isas
+    assert "scalar" in isas  # GEN_ISA=scalar must have kernels to dispatch to
+    for op in ops:
+        sel = gen.kernels(op)
+        assert sel == [k for k in ks if k["op"] == op]
+    r = gen.kernels("reorder")
+    assert r and all(k["op"] == "reorder" for k in r)
+    assert len(r) == sum(1 for k in ks if k["op"] == "reorder")
+    assert gen.kernels(op=None) == ks
+
+
+def test_kernels_under_scalar_isa(tmp_path):
+    code = """
+    import json, gen
+    ks = gen.kernels("reorder")
+    print(json.dumps({"isa": gen.isa(), "isas": sorted({k["isa"] for k in ks})}))
+    """
+    out = json.loads(run_py(code, tmp_path, GEN_ISA="scalar").stdout)
+    assert out["isa"] == "scalar"
+    assert "scalar" in out["isas"]
+
+
+VERBOSE_CODE = """
+import numpy as np, gen
+a = np.arange(3 * 5 * 7 * 11, dtype=np.float32).reshape(3, 5, 7, 11)
+m = gen.reorder(a, "nhwc")
+m2 = gen.reorder(m, "nChw16c")
+p = gen.Reorder(m2.desc, gen.MemoryDesc((3, 5, 7, 11), "f32", "nchw"))
+d = gen.Memory(gen.MemoryDesc((3, 5, 7, 11), "f32", "nchw"))
+p(m2, d)
+assert (d.to_array() == a).all()
+"""
+
+
+def test_verbose_one_line_per_op(tmp_path):
+    p = run_py(VERBOSE_CODE, tmp_path, GEN_VERBOSE="1")
+    lines = [ln for ln in p.stderr.splitlines() if "reorder" in ln]
+    assert len(lines) == 3, p.stderr
+    for ln in lines:
+        assert re.search(r"3\D{1,3}5\D{1,3}7\D{1,3}11", ln), ln  # shapes
+        assert "f32" in ln or "float32" in ln, ln  # dtypes
+    assert "nChw16c" in lines[1] or "aBcd16b" in lines[1], lines[1]  # formats
+    assert "reorder" not in p.stdout
+
+
+def test_silent_without_verbose(tmp_path):
+    p = run_py(VERBOSE_CODE, tmp_path)
+    assert p.stdout == ""
+    assert p.stderr == ""
+    assert os.listdir(tmp_path) == []  # nothing written to the working directory
+    p = run_py(VERBOSE_CODE, tmp_path, GEN_ISA="scalar")
+    assert p.stdout == "" and p.stderr == ""
+
+
+def test_set_num_threads_results_identical():
+    rng = np.random.default_rng(9)
+    a = ref.random_bits((8, 40, 17, 19), np.float32, rng)
+    exp = ref.pack(a, "nChw16c").tobytes()
+    try:
+        res = []
+        for n in (1, 2, 1, 3):
+            gen.set_num_threads(n)
+            out = gen.reorder(a, "nChw16c")
+            res.append(bytes(out.data))
+            back = gen.reorder(out, "nhwc")
+            assert bytes(back.data) == ref.pack(a, "nhwc").tobytes()
+        assert all(r == exp for r in res)
+    finally:
+        gen.set_num_threads(os.cpu_count() or 1)
+
+
+@pytest.mark.parametrize("bad", [-1, "two", 1.5])
+def test_set_num_threads_invalid(bad):
+    try:
+        with pytest.raises(gen.Error) as ei:
+            gen.set_num_threads(bad)
+        assert str(ei.value).strip()
+    finally:
+        gen.set_num_threads(os.cpu_count() or 1)
+
+
+def test_gen_num_threads_env(tmp_path):
+    code = WORKLOAD
+    one = json.loads(run_py(code, tmp_path, GEN_NUM_THREADS="1").stdout)
+    two = json.loads(run_py(code, tmp_path, GEN_NUM_THREADS="2").stdout)
+    assert one["hashes"] == two["hashes"]
