@@ -36,7 +36,8 @@ def _tile_context(spec):
     if vector is None:
         return {"vector": None, "networks": [], "store_rows": []}
     tiles = spec.tile_a // spec.tile
-    nets = [network(vector, spec.esize, prefix=f"t{t}") for t in range(tiles)]
+    nets = [network(vector, spec.esize, f"s + ({t * spec.tile} + {{row}}) * ais", f"t{t}")
+            for t in range(tiles)]
     rows = []
     for col in range(spec.tile):
         rows.append((col, [(t, next(r for r, c in nets[t][1].items() if c == col))

@@ -25,6 +25,9 @@ class Vector:
     store: str
     stream: str  # non-temporal store; needs an nbytes-aligned address
     interleave: dict  # chunk bytes -> Interleave
+    # Loads two half-registers from {lo} and {hi} (const char *): when set, the transpose's
+    # lane-crossing stage is done by the loads instead of by shuffles.
+    load_halves: str = ""
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,9 @@ def _avx2_interleaves():
 _XMM = Vector(16, "__m128i", "_mm_loadu_si128", "_mm_storeu_si128", "_mm_stream_si128",
               _sse_interleaves())
 _YMM = Vector(32, "__m256i", "_mm256_loadu_si256", "_mm256_storeu_si256",
-              "_mm256_stream_si256", _avx2_interleaves())
+              "_mm256_stream_si256", _avx2_interleaves(),
+              "_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128("
+              "(const __m128i *)({lo}))), _mm_loadu_si128((const __m128i *)({hi})), 1)")
 
 TIERS = {
     "scalar": Isa("scalar", 0),

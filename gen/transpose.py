@@ -1,7 +1,8 @@
 """The register transpose network of the tile kernel, built and checked by simulation.
 
 A W x W tile of E-byte elements sits in W vector registers of W*E bytes (one row each).
-Stage s interleaves rows i and i + 2^s at chunk size E * 2^s with the ISA's lo/hi ops
+Where the ISA can load two half-registers at once, the lane-crossing stage is folded into the
+loads (they go to the load ports instead of the shuffle port). Stage s interleaves rows i and i + 2^s at chunk size E * 2^s with the ISA's lo/hi ops
 (which may work within lanes). After log2(W) stages every register holds one column of the
 tile; which column is found by simulating the ops on labelled bytes, and the generated code
 stores each register to its column's row. Nothing is trusted: the simulation asserts that
@@ -20,15 +21,33 @@ def _interleave(a, b, chunk, lane, high):
     return out
 
 
-def network(vector, esize, prefix=""):
-    """(statements, column_of_register): C statements transposing registers
-    {prefix}r0..r{W-1} (as new names), and for each output register name its tile column."""
+def network(vector, esize, row_addr, prefix=""):
+    """(statements, column_of_register): C statements that load a W x W tile (row i at the
+    address `row_addr.format(row=i)`) and transpose it, and for each output register name the
+    tile column it holds."""
     w = vector.nbytes // esize
-    rows = [[(r, c, k) for c in range(w) for k in range(esize)] for r in range(w)]
+    half = vector.nbytes // 2
+    labels = [[(r, c, k) for c in range(w) for k in range(esize)] for r in range(w)]
     names = [f"{prefix}r{i}" for i in range(w)]
-    stmts = []
+    stmts, rows, last = [], [], w
+    if vector.load_halves and vector.interleave[half].lane == vector.nbytes:
+        # Register i < W/2 holds the first halves of rows i and i + W/2, register i + W/2
+        # their second halves: the last (lane-crossing) stage, done by the loads.
+        last = w // 2
+        for i in range(w):
+            r, part = i % last, (i // last) * half
+            lo = f"{row_addr.format(row=r)} + {part}"
+            hi = f"{row_addr.format(row=r + last)} + {part}"
+            stmts.append(f"const {vector.ctype} {names[i]} = "
+                         f"{vector.load_halves.format(lo=lo, hi=hi)};")
+            rows.append(labels[r][part:part + half] + labels[r + last][part:part + half])
+    else:
+        for i in range(w):
+            stmts.append(f"const {vector.ctype} {names[i]} = {vector.load}("
+                         f"(const {vector.ctype} *)({row_addr.format(row=i)}));")
+        rows = labels
     stage, step = 0, 1
-    while step < w:
+    while step < last:
         op = vector.interleave[esize * step]
         new_rows, new_names = list(rows), list(names)
         for i in range(w):
