@@ -14,7 +14,7 @@ from .problem import Layout, normalise
 # Below this many bytes of traffic per thread, another thread costs more than it brings.
 BYTES_PER_THREAD = 1 << 17
 # Destinations at least this large are written with streaming stores where lines are whole.
-STREAM_BYTES = 1 << 23
+STREAM_BYTES = 1 << 21
 
 
 class Plan:
