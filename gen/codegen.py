@@ -68,7 +68,7 @@ def cdef(specs) -> str:
         "#define GEN_MAX_NODES %d" % MAX_NODES,
         "typedef struct { int64_t src_off, dst_off; int64_t nouter;",
         "  int64_t n[GEN_MAX_NODES], src_str[GEN_MAX_NODES], dst_str[GEN_MAX_NODES];",
-        "  int64_t a_n, a_src, a_dst; int64_t b_n, b_src, b_dst; int64_t stream; } gen_piece;",
+        "  int64_t a_n, a_src, a_dst; int64_t b_n, b_src, b_dst; int64_t pad; int64_t stream; } gen_piece;",
         "typedef void (*gen_kernel_fn)(const char *, char *, const gen_piece *, int, int);",
         "typedef struct { gen_kernel_fn fn; gen_piece piece; } gen_task;",
         "void gen_run(intptr_t src, intptr_t dst, const gen_task *tasks, int ntasks, int nthr);",

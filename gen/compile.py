@@ -10,7 +10,9 @@ import cffi
 from . import codegen
 from .isa import TIERS
 
-CFLAGS = ("-O3", "-std=gnu11", "-fopenmp", "-fno-strict-aliasing")
+# No loop-to-memcpy/memset rewriting: the short loops of the kernels must stay inline.
+CFLAGS = ("-O3", "-std=gnu11", "-fopenmp", "-fno-strict-aliasing",
+          "-fno-tree-loop-distribute-patterns")
 LDFLAGS = ("-fopenmp",)
 
 

@@ -28,7 +28,7 @@ class Plan:
         self._run = mod.lib.gen_run
         names = []
         for task, piece in zip(self._tasks, problem.pieces):
-            spec, a, b, outer = registry.choose(piece.nodes, piece.zero, esize)
+            spec, a, b, outer = registry.choose(piece.nodes, piece.zero, esize, piece.pad)
             if len(outer) > codegen.MAX_NODES:
                 raise Error(f"layout pair needs {len(outer)} loop nodes, more than "
                             f"{codegen.MAX_NODES}")
@@ -41,6 +41,7 @@ class Plan:
                 p.n[k], p.src_str[k], p.dst_str[k] = node.n, node.src * esize, node.dst * esize
             p.a_n, p.a_src, p.a_dst = a.n, a.src * esize, a.dst * esize
             p.b_n, p.b_src, p.b_dst = b.n, b.src * esize, b.dst * esize
+            p.pad = piece.pad * esize
             p.stream = int(dst_nbytes >= STREAM_BYTES)
         self.kernel = "+".join(dict.fromkeys(names))
 
@@ -58,5 +59,6 @@ def cached(dims: tuple, src: Layout, dst: Layout, esize: int, dst_nbytes: int) -
         n = 1
         for node in piece.nodes:
             n *= node.n
-        traffic += n * esize * (1 if piece.zero else 2)
+        runs = n // piece.nodes[-1].n if piece.nodes else 1
+        traffic += (n * (1 if piece.zero else 2) + runs * piece.pad) * esize
     return Plan(problem, traffic, dst_nbytes)

@@ -33,6 +33,7 @@ class Piece:
     dst_off: int
     nodes: tuple  # outermost first
     zero: bool = False  # write zeros (destination padding); src is not read
+    pad: int = 0  # zeros written right after each run of the innermost node (dst stride 1)
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,8 @@ class Problem:
         for p in self.pieces:
             nodes = " ".join(f"({n.n},{n.src},{n.dst})" for n in p.nodes)
             kind = "zero" if p.zero else "copy"
-            out.append(f"{kind} @{p.src_off}->{p.dst_off}: {nodes}")
+            pad = f" pad {p.pad}" if p.pad else ""
+            out.append(f"{kind} @{p.src_off}->{p.dst_off}: {nodes}{pad}")
         return "\n".join(out)
 
 
@@ -161,7 +163,25 @@ def normalise(dims, src: Layout, dst: Layout, esize: int) -> Problem:
         ranges = [(0, dims[b] if b < a else dst.padded[b], dst.levels(b)) for b in range(nd)]
         ranges[a] = (dims[a], dst.padded[a], dst.levels(a))
         pieces += _pieces(ranges, None, dst, True)
-    return Problem(esize, tuple(pieces))
+    return Problem(esize, tuple(_fuse_padding(pieces)))
+
+
+def _fuse_padding(pieces):
+    """A zero piece that continues each innermost run of a copy piece (the padded tail of a
+    block) becomes that piece's `pad`: one pass writes each destination line."""
+    out = list(pieces)
+    for z in pieces:
+        if not z.zero or not z.nodes or z.nodes[-1].dst != 1:
+            continue
+        for i, c in enumerate(out):
+            if (not c.zero and not c.pad and c.nodes and c.nodes[-1].dst == 1
+                    and z.dst_off == c.dst_off + c.nodes[-1].n
+                    and [(n.n, n.dst) for n in z.nodes[:-1]]
+                    == [(n.n, n.dst) for n in c.nodes[:-1]]):
+                out[i] = Piece(c.src_off, c.dst_off, c.nodes, False, z.nodes[-1].n)
+                out.remove(z)
+                break
+    return out
 
 
 def nelems(nodes) -> int:
