@@ -17,29 +17,30 @@ def nodes(*triples):
 
 CASES = [
     # same layout: one contiguous run
-    ((2, 3, 4, 5), "nchw", "nchw", [(0, 0, nodes((120, 1, 1)), False)]),
+    ((2, 3, 4, 5), "nchw", "nchw", [(0, 0, nodes((120, 1, 1)), False, 0)]),
     # plain transpose: n stays outer, h and w merge
     ((2, 3, 4, 5), "nchw", "nhwc",
-     [(0, 0, nodes((2, 60, 60), (20, 1, 3), (3, 20, 1)), False)]),
+     [(0, 0, nodes((2, 60, 60), (20, 1, 3), (3, 20, 1)), False, 0)]),
     # blocked without padding: c splits at 16 on the dst side
     ((2, 32, 4, 5), "nchw", "nChw16c",
-     [(0, 0, nodes((4, 320, 320), (20, 1, 16), (16, 20, 1)), False)]),
-    # padding: c = 3 of 16; the other 13 are a zero piece
-    ((1, 3, 2, 2), "nchw", "nChw16c",
-     [(0, 0, nodes((4, 1, 16), (3, 4, 1)), False),
-      (0, 3, nodes((4, 0, 16), (13, 0, 1)), True)]),
+     [(0, 0, nodes((4, 320, 320), (20, 1, 16), (16, 20, 1)), False, 0)]),
+    # padding: c = 3 of 16; the other 13 are zeros after each run of 3
+    ((1, 3, 2, 2), "nchw", "nChw16c", [(0, 0, nodes((4, 1, 16), (3, 4, 1)), False, 13)]),
     # blocks that nest: 8c into 16c, 20 channels = one full 16-block and a tail of 4
     ((1, 20, 1, 1), "nChw8c", "nChw16c",
-     [(0, 0, nodes((16, 1, 1),), False),
-      (16, 16, nodes((4, 1, 1),), False),
-      (0, 20, nodes((12, 0, 1),), True)]),
+     [(0, 0, nodes((16, 1, 1),), False, 0), (16, 16, nodes((4, 1, 1),), False, 12)]),
+    # padding that does not continue a run stays a zero piece: here c is outer to n in dst
+    ((1, 3, 1, 2), "nchw", "ABcd16b16a",
+     [(0, 0, nodes((2, 1, 256), (3, 2, 16)), False, 0),
+      (0, 1, nodes((32, 0, 16), (15, 0, 1)), True, 0),
+      (0, 48, nodes((2, 0, 256), (13, 0, 16)), True, 0)]),
 ]
 
 
 @pytest.mark.parametrize("dims,src,dst,expected", CASES,
                          ids=[f"{c[1]}->{c[2]}" for c in CASES])
 def test_nests(dims, src, dst, expected):
-    got = [(p.src_off, p.dst_off, p.nodes, p.zero) for p in nest(dims, src, dst)]
+    got = [(p.src_off, p.dst_off, p.nodes, p.zero, p.pad) for p in nest(dims, src, dst)]
     assert got == expected
 
 
