@@ -548,3 +548,44 @@ def test_unknown_dtype(dt, names):
 ])
 def test_bad_strides(dims, strides, names):
     raises_gen(lambda: gen.MemoryDesc(dims, "f32", strides=strides), *names)
+
+
+def test_reshape_random():
+    """Random reshapes: required ones must work, every result must be right."""
+    rng = np.random.default_rng(31337)
+    for it in range(150):
+        nd = int(rng.integers(1, 5))
+        dims = [int(x) for x in rng.choice([1, 2, 3, 4, 6, 8, 12, 16], nd)]
+        blocked = it % 2 == 1
+        tag = ref.random_tag(rng, nd, max_blocks=2 if blocked else 0, sizes=(2, 4, 8))
+        md = gen.MemoryDesc(tuple(dims), "s32", tag)
+        lay = ref.layout_from_tag(dims, tag)
+        bp = lay.block_products()
+        op = rng.integers(0, 4)
+        must = False
+        if op == 0:  # insert a size-1 axis
+            pos = int(rng.integers(0, nd + 1))
+            new = dims[:pos] + [1] + dims[pos:]
+            must = True
+        elif op == 1:  # remove size-1 axes (not blocked ones)
+            new = [d for d in dims if d != 1] or [1]
+            must = all(bp[i] == 1 for i, d in enumerate(dims) if d == 1)
+        elif op == 2 and nd >= 2:  # merge two adjacent axes
+            i = int(rng.integers(0, nd - 1))
+            new = dims[:i] + [dims[i] * dims[i + 1]] + dims[i + 2:]
+            must = (bp[i] == 1 and bp[i + 1] == 1
+                    and lay.strides[i] == lay.strides[i + 1] * dims[i + 1])
+        else:  # split an axis
+            i = int(rng.integers(0, nd))
+            f = [k for k in range(1, dims[i] + 1) if dims[i] % k == 0]
+            k = int(rng.choice(f))
+            new = dims[:i] + [dims[i] // k, k] + dims[i + 1:]
+            must = bp[i] == 1 or (k % bp[i] == 0)
+        new = tuple(new)
+        try:
+            out = md.reshape(new)
+        except gen.Error as e:
+            assert str(e).strip()
+            assert not must, "required reshape refused: %s %s -> %s: %s" % (dims, tag, new, e)
+            continue
+        _check_reshape_result(md, tag, new, out)

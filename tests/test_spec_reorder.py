@@ -362,6 +362,48 @@ def test_non_nesting_blocks_correct_or_error(dims, t1, t2):
     check_dst(out, a, t2)
 
 
+def test_random_medium_sizes():
+    """Sizes large enough for vector tiles, with odd tails, on random layout pairs."""
+    rng = np.random.default_rng(777)
+    types = [np.uint8, BF16, np.float32, np.float64]
+    for i in range(40):
+        nd = int(rng.integers(2, 5))
+        dims = tuple(int(x) for x in rng.integers(1, 41, nd))
+        while int(np.prod(dims)) > 60000:
+            dims = tuple(max(1, d // 2) for d in dims)
+        s1, s2 = _random_spec(rng, dims), _random_spec(rng, dims)
+        dt = types[i % len(types)]
+        a = ref.random_bits(dims, dt, rng)
+        try:
+            run_case(a, s1, s2, rng=rng)
+        except AssertionError as e:
+            raise AssertionError("case %d: dims=%s src=%s dst=%s dtype=%s: %s"
+                                 % (i, dims, s1, s2, np.dtype(dt).name, e))
+
+
+@pytest.mark.parametrize("dims,dt", [((16, 64, 56, 56), np.float32), ((32, 64, 56, 56), BF16),
+                                     ((8, 67, 61, 59), np.uint8)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_large_tensors(dims, dt, threads):
+    """Destinations far beyond the caches (streaming-store paths), checked with NumPy."""
+    rng = np.random.default_rng(seed_of(dims, threads))
+    a = ref.random_bits(dims, dt, rng)
+    n, c, h, w = dims
+    nhwc = gen.reorder(a, "nhwc", threads=threads)
+    assert bytes(nhwc.data) == a.transpose(0, 2, 3, 1).tobytes()
+    back = gen.reorder(nhwc, "nchw", threads=threads)
+    assert bytes(back.data) == a.tobytes()
+    cp = -(-c // 16) * 16
+    pad = np.zeros((n, cp, h, w), a.dtype)
+    pad[:, :c] = a
+    exp = pad.reshape(n, cp // 16, 16, h, w).transpose(0, 1, 3, 4, 2).tobytes()
+    dst = gen.Memory(gen.MemoryDesc(dims, a.dtype, "nChw16c"))
+    dst.data[:] = 0xCD
+    gen.reorder(nhwc, dst, threads=threads)
+    assert bytes(dst.data) == exp
+    assert bytes(gen.reorder(dst, "nchw", threads=threads).data) == a.tobytes()
+
+
 # ---------------------------------------------------------------- argument kinds
 
 

@@ -75,6 +75,55 @@ def test_isa_is_one_word():
     assert gen.isa() == isa
 
 
+TIER_CHECK = r"""
+import sys, hashlib, json
+import numpy as np
+import gen
+import reference as ref
+rng = np.random.default_rng(4242)
+types = [np.uint8, np.int16, ref.BF16, np.float32, np.float64]
+hashes = []
+for i in range(60):
+    nd = int(rng.integers(1, 5))
+    dims = tuple(int(x) for x in rng.integers(1, 24 if nd > 2 else 70, nd))
+    specs = []
+    for _ in range(2):
+        if rng.random() < 0.2:
+            specs.append(ref.random_strides(rng, dims))
+        else:
+            specs.append(ref.random_tag(rng, nd, max_blocks=3, sizes=(2, 4, 8, 16)))
+    dt = types[i % len(types)]
+    a = ref.random_bits(dims, dt, rng)
+    def md(spec):
+        if isinstance(spec, str):
+            return gen.MemoryDesc(dims, a.dtype, spec)
+        return gen.MemoryDesc(dims, a.dtype, strides=spec)
+    src = gen.Memory(md(specs[0]))
+    raw = ref.pack(a, specs[0])
+    src.data[:raw.size] = raw
+    dst = gen.Memory(md(specs[1]))
+    dst.data[:] = 0x77
+    gen.reorder(src, dst, threads=1 + i % 2)
+    got = ref.unpack(np.array(dst.data), dims, specs[1], a.dtype)
+    assert ref.same_bits(got, a), (i, dims, specs, a.dtype)
+    if isinstance(specs[1], str):
+        assert bytes(dst.data) == ref.pack(a, specs[1]).tobytes(), (i, dims, specs)
+    hashes.append(hashlib.sha256(got.tobytes()).hexdigest())
+print(json.dumps({"isa": gen.isa(), "hashes": hashes}))
+"""
+
+
+def test_every_tier_against_reference(tmp_path):
+    """The forced scalar tier and the default tier both match the reference."""
+    tests_dir = os.path.dirname(os.path.abspath(ref.__file__))
+    pp = GEN_PARENT + os.pathsep + tests_dir
+    default = json.loads(run_py(TIER_CHECK, tmp_path, PYTHONPATH=pp).stdout)
+    scalar = json.loads(run_py(TIER_CHECK, tmp_path, PYTHONPATH=pp, GEN_ISA="scalar").stdout)
+    assert scalar["isa"] == "scalar"
+    assert default["isa"] == gen.isa()
+    assert default["hashes"] == scalar["hashes"]
+
+
 def test_gen_isa_scalar_gives_identical_results(tmp_path):
     default = json.loads(run_py(WORKLOAD, tmp_path).stdout)
     scalar = json.loads(run_py(WORKLOAD, tmp_path, GEN_ISA="scalar").stdout)
