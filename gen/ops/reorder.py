@@ -7,6 +7,7 @@ from .. import dtypes, plan, registry, runtime
 from ..errors import Error
 from ..layout import MemoryDesc
 from ..memory import Memory, Operand
+from ..problem import Layout
 
 
 def _check_attrs(scales, scale_mask, src_zero_point, dst_zero_point, sum_scale):
@@ -85,7 +86,6 @@ class Reorder:
                      attrs.get("sum_scale"))
         _check_pair(src_desc.dims, src_desc.dtype, dst_desc.dims, dst_desc.dtype)
         self.src_desc, self.dst_desc = src_desc, dst_desc
-        from ..problem import Layout
         self._plan = plan.cached(src_desc.dims, Layout.of_desc(src_desc),
                                  Layout.of_desc(dst_desc), src_desc.itemsize, dst_desc.nbytes)
         self.kernel = self._plan.kernel
