@@ -589,3 +589,17 @@ def test_reshape_random():
             assert not must, "required reshape refused: %s %s -> %s: %s" % (dims, tag, new, e)
             continue
         _check_reshape_result(md, tag, new, out)
+
+
+def test_dims_as_list_and_numpy_integers():
+    a = gen.MemoryDesc((2, 3, 4, 5), "f32", "nchw")
+    assert gen.MemoryDesc([2, 3, 4, 5], "f32", "nchw") == a
+    assert gen.MemoryDesc(tuple(np.array([2, 3, 4, 5], np.int64)), "f32", "nchw") == a
+    assert gen.MemoryDesc(np.zeros((2, 3, 4, 5)).shape, "f32", "nchw") == a
+    assert a.permute_axes([0, 1, 2, 3]) == a
+    assert a.reshape([2, 3, 20]) == gen.MemoryDesc((2, 3, 20), "f32")
+
+
+@pytest.mark.parametrize("dims", [(2, 2.5), None, "2x3", (2, "3")])
+def test_non_integer_dims(dims):
+    raises_gen(lambda: gen.MemoryDesc(dims, "f32"))
