@@ -4,7 +4,8 @@ Every case runs through its reusable primitive (creation excluded). Per case and
 the table gives the kernel chosen, the median time of many calls, GB/s = (bytes read + bytes
 written) / time (blocked buffers count their padded size) and the ratio to the copy ceiling:
 gen's own chunked multi-threaded memcpy (a u8 -> u8 reorder of B = (read + written) // 2
-bytes, GB/s = 2B / time), timed in rounds interleaved with the case so drift hits both alike.
+bytes, GB/s = 2B / time), timed warm, in rounds interleaved with the case so drift hits both
+alike.
 
 `--peers` also times oneDNN v3.13 on the same cases through ../shared/peers/onednn/dnnl.py
 (directory overridable with GEN_PEERS_DIR, venv with PEERS_VENV), one subprocess per thread
@@ -31,8 +32,8 @@ import gen
 
 Case = namedtuple("Case", "name make peer")
 
-WARMUP = 3            # calls before timing
-ROUND_S = 0.01        # length of one timing round before switching to the other function
+WARM_S = 0.03         # untimed calls at the start of each round
+ROUND_S = 0.05        # timed calls per round before switching to the other function
 
 
 def reorder_case(dims, src_tag, dst_tag, src_dt="f32", dst_dt=None):
@@ -61,7 +62,7 @@ CASES = [reorder_case(shape, s, d) for s, d in _PAIRS for shape in _SHAPES] + [
 
 
 def copy_ceiling(nbytes):
-    """(run_fn, bytes copied) for gen's plain u8 copy of nbytes."""
+    """run_fn for the copy ceiling: gen's plain u8 -> u8 reorder (a chunked memcpy) of nbytes."""
     md = gen.MemoryDesc((nbytes,), "u8")
     prim, src, dst = gen.Reorder(md, md), gen.Memory(md), gen.Memory(md)
     src.data[:] = np.random.default_rng(1).integers(0, 256, nbytes, dtype=np.uint8)
@@ -69,19 +70,19 @@ def copy_ceiling(nbytes):
 
 
 def median_times(fns, min_time, repeat):
-    """Median seconds per call of each fn; the fns are timed in alternating short rounds until
-    each has at least `repeat` calls and `min_time` seconds of calls."""
+    """Median seconds per call of each fn, caches warm. The fns take turns in rounds: WARM_S of
+    untimed calls (a big working set needs several passes to settle in cache after another fn
+    evicted it), then ROUND_S of timed calls; until every fn has `repeat` timed calls and
+    `min_time` seconds of them."""
     clock = time.perf_counter
-    samples, per_round = [], []
-    for fn in fns:
-        t0 = clock()
-        for _ in range(WARMUP):
-            fn()
-        samples.append([])
-        per_round.append(max(1, int(ROUND_S * WARMUP / max(clock() - t0, 1e-9))))
+    samples = [[] for _ in fns]
     while any(len(s) < repeat or sum(s) < min_time for s in samples):
-        for fn, s, n in zip(fns, samples, per_round):
-            for _ in range(n):
+        for fn, s in zip(fns, samples):
+            end = clock() + WARM_S
+            while clock() < end:
+                fn()
+            end = clock() + ROUND_S
+            while clock() < end:
                 t0 = clock()
                 fn()
                 s.append(clock() - t0)
