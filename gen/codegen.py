@@ -40,6 +40,9 @@ def _tile_context(spec):
     tiles = spec.tile_a // spec.tile
     nets = [network(vector, spec.esize, f"s + ({t * spec.tile} + {{row}}) * ais", f"t{t}")
             for t in range(tiles)]
+    # rows of tile t are rows t*W.. of the micro kernel: shift its `valid` bound
+    nets = [([st.replace("< valid ?", f"+ {t * spec.tile} < valid ?") for st in stmts], cols)
+            for t, (stmts, cols) in enumerate(nets)]
     rows = []
     for col in range(spec.tile):
         rows.append((col, [(t, next(r for r, c in nets[t][1].items() if c == col))

@@ -25,9 +25,11 @@ class Vector:
     store: str
     stream: str  # non-temporal store; needs an nbytes-aligned address
     interleave: dict  # chunk bytes -> Interleave
-    # Loads two half-registers from {lo} and {hi} (const char *): when set, the transpose's
-    # lane-crossing stage is done by the loads instead of by shuffles.
-    load_halves: str = ""
+    zero: str  # an all-zero register
+    # Joins two half-registers {lo} and {hi} (of the `half` vector type): when set, the
+    # transpose's lane-crossing stage is done by the loads instead of by shuffles.
+    combine: str = ""
+    half: "Vector | None" = None
 
 
 @dataclass(frozen=True)
@@ -54,11 +56,10 @@ def _avx2_interleaves():
 
 
 _XMM = Vector(16, "__m128i", "_mm_loadu_si128", "_mm_storeu_si128", "_mm_stream_si128",
-              _sse_interleaves())
+              _sse_interleaves(), "_mm_setzero_si128()")
 _YMM = Vector(32, "__m256i", "_mm256_loadu_si256", "_mm256_storeu_si256",
-              "_mm256_stream_si256", _avx2_interleaves(),
-              "_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128("
-              "(const __m128i *)({lo}))), _mm_loadu_si128((const __m128i *)({hi})), 1)")
+              "_mm256_stream_si256", _avx2_interleaves(), "_mm256_setzero_si256()",
+              "_mm256_inserti128_si256(_mm256_castsi128_si256({lo}), {hi}, 1)", _XMM)
 
 TIERS = {
     "scalar": Isa("scalar", 0),

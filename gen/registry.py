@@ -60,12 +60,12 @@ def choose(nodes, zero: bool, esize: int, pad: int = 0):
     """(spec, inner node a, node b, outer nodes) for one piece's nest (element strides).
 
     `run` and `strided` work on the innermost node A and the next one B (a size-1 B when the
-    nest has one node) and write `pad` zeros after each run of A; `tile` takes as B the
-    innermost node whose source stride is 1."""
+    nest has one node); `tile` takes as B the innermost node whose source stride is 1. Every
+    kind writes `pad` zeros after each run of A."""
     nodes = list(nodes) or [Node(1, 1, 1)]
     inner = nodes[-1]
     tier = isa()
-    if not zero and not pad and inner.dst == 1 and inner.n >= space.TILE_WIDTH[esize]:
+    if not zero and inner.dst == 1 and inner.n + pad >= space.TILE_WIDTH[esize]:
         width = space.TILE_WIDTH[esize]
         units = [n for n in nodes[:-1] if n.src == 1 and n.n >= width]
         if units:

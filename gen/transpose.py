@@ -21,30 +21,36 @@ def _interleave(a, b, chunk, lane, high):
     return out
 
 
+def _load(vector, addr, row):
+    """Row `row` of the tile, or zeros when the row is past `valid` (destination padding)."""
+    return (f"({row} < valid ? {vector.load}((const {vector.ctype} *)({addr})) "
+            f": {vector.zero})")
+
+
 def network(vector, esize, row_addr, prefix=""):
     """(statements, column_of_register): C statements that load a W x W tile (row i at the
-    address `row_addr.format(row=i)`) and transpose it, and for each output register name the
-    tile column it holds."""
+    address `row_addr.format(row=i)`, zeros for rows at or past the C variable `valid`) and
+    transpose it, and for each output register name the tile column it holds."""
     w = vector.nbytes // esize
     half = vector.nbytes // 2
     labels = [[(r, c, k) for c in range(w) for k in range(esize)] for r in range(w)]
     names = [f"{prefix}r{i}" for i in range(w)]
     stmts, rows, last = [], [], w
-    if vector.load_halves and vector.interleave[half].lane == vector.nbytes:
+    if vector.combine and vector.interleave[half].lane == vector.nbytes:
         # Register i < W/2 holds the first halves of rows i and i + W/2, register i + W/2
         # their second halves: the last (lane-crossing) stage, done by the loads.
         last = w // 2
         for i in range(w):
             r, part = i % last, (i // last) * half
-            lo = f"{row_addr.format(row=r)} + {part}"
-            hi = f"{row_addr.format(row=r + last)} + {part}"
+            lo = _load(vector.half, f"{row_addr.format(row=r)} + {part}", r)
+            hi = _load(vector.half, f"{row_addr.format(row=r + last)} + {part}", r + last)
             stmts.append(f"const {vector.ctype} {names[i]} = "
-                         f"{vector.load_halves.format(lo=lo, hi=hi)};")
+                         f"{vector.combine.format(lo=lo, hi=hi)};")
             rows.append(labels[r][part:part + half] + labels[r + last][part:part + half])
     else:
         for i in range(w):
-            stmts.append(f"const {vector.ctype} {names[i]} = {vector.load}("
-                         f"(const {vector.ctype} *)({row_addr.format(row=i)}));")
+            stmts.append(f"const {vector.ctype} {names[i]} = "
+                         f"{_load(vector, row_addr.format(row=i), i)};")
         rows = labels
     stage, step = 0, 1
     while step < last:
