@@ -6,7 +6,6 @@ from pathlib import Path
 
 import jinja2
 
-from . import space
 from .isa import TIERS
 from .transpose import network
 
@@ -38,11 +37,8 @@ def _tile_context(spec):
     if vector is None:
         return {"vector": None, "networks": [], "store_rows": []}
     tiles = spec.tile_a // spec.tile
-    nets = [network(vector, spec.esize, f"s + ({t * spec.tile} + {{row}}) * ais", f"t{t}")
+    nets = [network(vector, spec.esize, "s + {row} * ais", f"t{t}", t * spec.tile)
             for t in range(tiles)]
-    # rows of tile t are rows t*W.. of the micro kernel: shift its `valid` bound
-    nets = [([st.replace("< valid ?", f"+ {t * spec.tile} < valid ?") for st in stmts], cols)
-            for t, (stmts, cols) in enumerate(nets)]
     rows = []
     for col in range(spec.tile):
         rows.append((col, [(t, next(r for r, c in nets[t][1].items() if c == col))
@@ -86,7 +82,3 @@ def module_name(isa: str) -> str:
     """Top-level, so that a checkout's gen/ sources (e.g. under `python -m pytest` in the
     checkout) still find the kernels the install built."""
     return f"_gen_kernels_{isa}"
-
-
-def all_specs(isa: str):
-    return space.kernels(isa)

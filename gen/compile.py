@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import cffi
 
-from . import codegen
+from . import codegen, space
 from .isa import TIERS
 
 # No loop-to-memcpy/memset rewriting: the short loops of the kernels must stay inline.
@@ -17,7 +17,7 @@ LDFLAGS = ("-fopenmp",)
 
 
 def ffi_for(isa: str) -> cffi.FFI:
-    specs = codegen.all_specs(isa)
+    specs = space.kernels(isa)
     ffi = cffi.FFI()
     ffi.cdef(codegen.cdef(specs))
     ffi.set_source(codegen.module_name(isa), codegen.render_module(isa, specs),

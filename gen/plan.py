@@ -6,6 +6,7 @@ is one C call with the GIL released.
 from __future__ import annotations
 
 import functools
+import math
 
 from . import codegen, registry
 from .errors import Error
@@ -56,9 +57,7 @@ def cached(dims: tuple, src: Layout, dst: Layout, esize: int, dst_nbytes: int) -
     problem = normalise(dims, src, dst, esize)
     traffic = 0
     for piece in problem.pieces:
-        n = 1
-        for node in piece.nodes:
-            n *= node.n
+        n = math.prod(node.n for node in piece.nodes)
         runs = n // piece.nodes[-1].n if piece.nodes else 1
         traffic += (n * (1 if piece.zero else 2) + runs * piece.pad) * esize
     return Plan(problem, traffic, dst_nbytes)

@@ -14,7 +14,6 @@ Strides here are in elements; `Piece.scaled` turns them into bytes for the kerne
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass
 
 from .errors import Error
@@ -182,7 +181,3 @@ def _fuse_padding(pieces):
                 out.remove(z)
                 break
     return out
-
-
-def nelems(nodes) -> int:
-    return math.prod(n.n for n in nodes)

@@ -27,10 +27,11 @@ def _load(vector, addr, row):
             f": {vector.zero})")
 
 
-def network(vector, esize, row_addr, prefix=""):
-    """(statements, column_of_register): C statements that load a W x W tile (row i at the
-    address `row_addr.format(row=i)`, zeros for rows at or past the C variable `valid`) and
-    transpose it, and for each output register name the tile column it holds."""
+def network(vector, esize, row_addr, prefix="", first_row=0):
+    """(statements, column_of_register): C statements that load a W x W tile and transpose
+    it, and for each output register name the tile column it holds. Tile row i is row
+    first_row + i of the caller, at `row_addr.format(row=first_row + i)`, or zeros when that
+    row is at or past the C variable `valid`."""
     w = vector.nbytes // esize
     half = vector.nbytes // 2
     labels = [[(r, c, k) for c in range(w) for k in range(esize)] for r in range(w)]
@@ -42,15 +43,16 @@ def network(vector, esize, row_addr, prefix=""):
         last = w // 2
         for i in range(w):
             r, part = i % last, (i // last) * half
-            lo = _load(vector.half, f"{row_addr.format(row=r)} + {part}", r)
-            hi = _load(vector.half, f"{row_addr.format(row=r + last)} + {part}", r + last)
+            lo, hi = first_row + r, first_row + r + last
+            lo = _load(vector.half, f"{row_addr.format(row=lo)} + {part}", lo)
+            hi = _load(vector.half, f"{row_addr.format(row=hi)} + {part}", hi)
             stmts.append(f"const {vector.ctype} {names[i]} = "
                          f"{vector.combine.format(lo=lo, hi=hi)};")
             rows.append(labels[r][part:part + half] + labels[r + last][part:part + half])
     else:
         for i in range(w):
             stmts.append(f"const {vector.ctype} {names[i]} = "
-                         f"{_load(vector, row_addr.format(row=i), i)};")
+                         f"{_load(vector, row_addr.format(row=first_row + i), first_row + i)};")
         rows = labels
     stage, step = 0, 1
     while step < last:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import gen
+from checks import raises_gen
 
 try:
     from . import reference as ref
@@ -33,22 +34,6 @@ RANK_DIMS = {
     4: (19, 21, 3, 2),
     5: (2, 19, 21, 2, 3),
 }
-
-
-def raises_gen(fn, *names):
-    """fn() must raise gen.Error (a ValueError) whose message names one of names."""
-    with pytest.raises(gen.Error) as ei:
-        fn()
-    err = ei.value
-    assert isinstance(err, ValueError)
-    msg = str(err)
-    assert msg.strip(), "empty error message"
-    if names:
-        flat = msg.replace(" ", "")
-        assert any(str(n) in msg or str(n).replace(" ", "") in flat for n in names), (
-            "message %r does not name any of %r" % (msg, names)
-        )
-    return msg
 
 
 def check_attrs(md, dims, lay, itemsize):

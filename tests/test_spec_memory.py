@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import gen
+from checks import raises_gen
 
 try:
     from . import reference as ref
@@ -12,17 +13,6 @@ except ImportError:  # tests/ is not a package
     import reference as ref
 
 BF16 = ref.BF16
-
-
-def raises_gen(fn, *names):
-    with pytest.raises(gen.Error) as ei:
-        fn()
-    assert isinstance(ei.value, ValueError)
-    msg = str(ei.value)
-    assert msg.strip(), "empty error message"
-    if names:
-        assert any(str(n) in msg for n in names), (msg, names)
-    return msg
 
 
 NP_OF = {"f32": np.float32, "bf16": BF16, "f16": np.float16, "s8": np.int8, "u8": np.uint8,

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import gen
+from checks import raises_gen
 
 try:
     from . import reference as ref
@@ -16,17 +17,6 @@ except ImportError:  # tests/ is not a package
 BF16 = ref.BF16
 NAME_OF = {np.dtype(np.float32): "f32", np.dtype(BF16): "bf16", np.dtype(np.float16): "f16",
            np.dtype(np.int8): "s8", np.dtype(np.uint8): "u8", np.dtype(np.int32): "s32"}
-
-
-def raises_gen(fn, *names):
-    with pytest.raises(gen.Error) as ei:
-        fn()
-    assert isinstance(ei.value, ValueError)
-    msg = str(ei.value)
-    assert msg.strip(), "empty error message"
-    if names:
-        assert any(str(n) in msg for n in names), (msg, names)
-    return msg
 
 
 def seed_of(*x):
@@ -329,12 +319,14 @@ def _random_spec(rng, dims):
     return ref.random_tag(rng, len(dims), max_blocks=3, sizes=(2, 4, 8, 16))
 
 
-def test_random_layout_pairs():
-    rng = np.random.default_rng(20240601)
-    types = [np.uint8, np.float16, BF16, np.float32, np.int32, np.float64, np.int64]
-    for i in range(120):
-        nd = int(rng.integers(1, 6))
-        dims = tuple(int(x) for x in rng.integers(1, 10, nd))
+def _random_pairs(seed, count, types, ranks, sizes, max_elems):
+    """`count` random layout pairs of random dims, each checked against the reference."""
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        nd = int(rng.integers(*ranks))
+        dims = tuple(int(x) for x in rng.integers(1, sizes, nd))
+        while int(np.prod(dims)) > max_elems:
+            dims = tuple(max(1, d // 2) for d in dims)
         s1, s2 = _random_spec(rng, dims), _random_spec(rng, dims)
         dt = types[i % len(types)]
         a = ref.random_bits(dims, dt, rng)
@@ -343,6 +335,11 @@ def test_random_layout_pairs():
         except AssertionError as e:
             raise AssertionError("case %d: dims=%s src=%s dst=%s dtype=%s: %s"
                                  % (i, dims, s1, s2, np.dtype(dt).name, e))
+
+
+def test_random_layout_pairs():
+    _random_pairs(20240601, 120, [np.uint8, np.float16, BF16, np.float32, np.int32, np.float64,
+                                  np.int64], (1, 6), 10, 10 ** 9)
 
 
 @pytest.mark.parametrize("dims,t1,t2", [
@@ -364,21 +361,7 @@ def test_non_nesting_blocks_correct_or_error(dims, t1, t2):
 
 def test_random_medium_sizes():
     """Sizes large enough for vector tiles, with odd tails, on random layout pairs."""
-    rng = np.random.default_rng(777)
-    types = [np.uint8, BF16, np.float32, np.float64]
-    for i in range(40):
-        nd = int(rng.integers(2, 5))
-        dims = tuple(int(x) for x in rng.integers(1, 41, nd))
-        while int(np.prod(dims)) > 60000:
-            dims = tuple(max(1, d // 2) for d in dims)
-        s1, s2 = _random_spec(rng, dims), _random_spec(rng, dims)
-        dt = types[i % len(types)]
-        a = ref.random_bits(dims, dt, rng)
-        try:
-            run_case(a, s1, s2, rng=rng)
-        except AssertionError as e:
-            raise AssertionError("case %d: dims=%s src=%s dst=%s dtype=%s: %s"
-                                 % (i, dims, s1, s2, np.dtype(dt).name, e))
+    _random_pairs(777, 40, [np.uint8, BF16, np.float32, np.float64], (2, 5), 41, 60000)
 
 
 @pytest.mark.parametrize("dims,dt", [((16, 64, 56, 56), np.float32), ((32, 64, 56, 56), BF16),

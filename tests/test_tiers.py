@@ -9,7 +9,6 @@ import sys
 import numpy as np
 import pytest
 
-import gen
 from gen import registry
 
 from reference import pack

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from .. import dtypes, plan, registry, runtime
+from .. import dtypes, plan, runtime
 from ..errors import Error
 from ..layout import MemoryDesc
 from ..memory import Memory, Operand
