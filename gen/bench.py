@@ -2,19 +2,26 @@
 
 Every case runs through its reusable primitive (creation excluded). Per case and thread count
 the table gives the kernel chosen, the median time of many calls, GB/s = (bytes read + bytes
-written) / time (blocked buffers count their padded size) and the ratio to the copy ceiling:
-gen's own chunked multi-threaded memcpy (a u8 -> u8 reorder of B = (read + written) // 2
-bytes, GB/s = 2B / time), timed warm, in rounds interleaved with the case so drift hits both
-alike.
+written) / time (blocked buffers count their padded size; a sum reads dst too) and the ratio to
+the copy ceiling: gen's own chunked multi-threaded memcpy (a u8 -> u8 reorder of
+B = (read + written) // 2 bytes, GB/s = 2B / time), timed warm, in rounds interleaved with the
+case so drift hits both alike. A case gen refuses (gen.Error, e.g. an attribute this build does
+not have) is skipped with a note on stderr and exit status 1.
 
-`--peers` also times oneDNN v3.13 on the same cases through ../shared/peers/onednn/dnnl.py
-(directory overridable with GEN_PEERS_DIR, venv with PEERS_VENV), one subprocess per thread
-count; "vs onednn" = oneDNN time / gen time (> 1: gen is faster). When the peer is missing a
-note goes to stderr and the table has no peer columns: gen never needs it.
+`--peers` also times, on the same cases and source values, one subprocess per thread count each:
+- oneDNN v3.13 through ../shared/peers/onednn/dnnl.py (directory overridable with
+  GEN_PEERS_DIR, venv with PEERS_VENV), attributes passed as oneDNN runtime src scales (same
+  mask), zero points and a sum post-op; "vs onednn" = oneDNN time / gen time (> 1: gen is faster);
+- PyTorch (venv PEERS2_VENV, default /tmp/peers2; torch.set_num_threads) for the conversions it
+  has between plain contiguous tensors: `quantize_per_tensor`, `.to(bfloat16 / float16)`,
+  `dequantize` (each allocates its result, as these calls do, from a warm heap: see
+  torch_times); "vs torch" likewise.
+A missing peer gives a note on stderr and no columns: gen never needs them.
 
-A case is a `Case(name, make, peer)`: `make()` returns (run_fn, bytes_read, bytes_written,
-kernel_name) with `run_fn()` doing one call; `peer` is (dnnl.bench kind, args) or None.
-Add cases (conversions, shuffles, resampling) to CASES.
+A case is a `Case(name, make, peer, torch)`: `make()` returns (run_fn, bytes_read,
+bytes_written, kernel_name) with `run_fn()` doing one call; `peer` is (dnnl.bench kind, args,
+kwargs) or None; `torch` is a spec for _TORCH_SCRIPT or None.
+Add cases (shuffles, resampling) to CASES.
 """
 import json
 import os
@@ -30,34 +37,103 @@ import numpy as np
 
 import gen
 
-Case = namedtuple("Case", "name make peer")
+Case = namedtuple("Case", "name make peer torch")
 
 WARM_S = 0.03         # untimed calls at the start of each round
 ROUND_S = 0.05        # timed calls per round before switching to the other function
 
 
-def reorder_case(dims, src_tag, dst_tag, src_dt="f32", dst_dt=None):
-    """A Case timing gen.Reorder between two tagged descriptors of `dims`."""
+def source_data(dims, dt):
+    """Source values: the draws dnnl.py makes for a shape (seed 0; _TORCH_SCRIPT repeats them),
+    so gen and the peers convert the same numbers: full-range ints for s8/u8, else uniform(-4, 4),
+    as f32 (converted by gen when the source type is another float)."""
+    rng = np.random.default_rng(0)
+    if dt == "s8":
+        return rng.integers(-128, 128, size=dims).astype(np.int8)
+    if dt == "u8":
+        return rng.integers(0, 256, size=dims).astype(np.uint8)
+    return rng.uniform(-4, 4, size=dims).astype(np.float32)
+
+
+# torch's default contiguous layout, logical order = physical order
+_TORCH_TAGS = ("nc", "ncw", "nchw", "ncdhw")
+
+
+def torch_equivalent(dims, src_tag, dst_tag, src_dt, dst_dt, attrs):
+    """The _TORCH_SCRIPT spec of the PyTorch call doing the same conversion (plain contiguous
+    tensors, at most one scale, no sum), or None."""
+    scales, src_zero_point, dst_zero_point = (attrs[k] for k in ("scales", "src_zero_point",
+                                                                  "dst_zero_point"))
+    if src_tag != dst_tag or src_tag not in _TORCH_TAGS or attrs["scale_mask"] \
+            or attrs["sum_scale"] is not None or (scales is not None and len(scales) != 1):
+        return None
+    scale = 1.0 if scales is None else scales[0]
+    spec = {"dims": list(dims), "src_dt": src_dt}
+    if src_dt == "f32" and dst_dt in ("bf16", "f16") and scales is None \
+            and not src_zero_point and not dst_zero_point:
+        return dict(spec, op="to", dtype={"bf16": "bfloat16", "f16": "float16"}[dst_dt])
+    if src_dt == "f32" and dst_dt in ("s8", "u8") and not src_zero_point:
+        # torch divides by its scale: q = round(x / scale) + zero_point
+        return dict(spec, op="quantize", dtype={"s8": "qint8", "u8": "quint8"}[dst_dt],
+                    scale=1.0 / scale, zero_point=dst_zero_point)
+    if src_dt in ("s8", "u8") and dst_dt == "f32" and not dst_zero_point:
+        # dequantize: (q - zero_point) * scale
+        return dict(spec, op="dequantize", scale=scale, zero_point=src_zero_point)
+    return None
+
+
+def reorder_case(dims, src_tag, dst_tag, src_dt="f32", dst_dt=None, *, scales=None,
+                 scale_mask=0, src_zero_point=0, dst_zero_point=0, sum_scale=None):
+    """A Case timing gen.Reorder between two tagged descriptors of `dims` with the attributes of
+    API.md "Reorder"; the name ends with a word per attribute: scale (one), scale/c (per
+    channel), scale/mM (other masks), zp (src zero point), dst-zp, sum."""
     dst_dt = dst_dt or src_dt
-    dtypes = src_dt if dst_dt == src_dt else "%s->%s" % (src_dt, dst_dt)
-    name = "%s %s->%s %s" % (dtypes, src_tag, dst_tag, "x".join(map(str, dims)))
+    scales = None if scales is None else [float(v) for v in np.atleast_1d(scales)]
+    attrs = dict(scales=scales, scale_mask=scale_mask, src_zero_point=src_zero_point,
+                 dst_zero_point=dst_zero_point, sum_scale=sum_scale)
+    words = ["%s->%s" % (src_tag, dst_tag), "x".join(map(str, dims))]
+    if scales is not None:
+        words.append("scale" + {0: "", 2: "/c"}.get(scale_mask, "/m%d" % scale_mask))
+    words += [w for w, on in (("zp", src_zero_point), ("dst-zp", dst_zero_point),
+                              ("sum", sum_scale is not None)) if on]
+    name = " ".join([src_dt if dst_dt == src_dt else "%s->%s" % (src_dt, dst_dt)] + words)
 
     def make():
         sd = gen.MemoryDesc(dims, src_dt, src_tag)
         dd = gen.MemoryDesc(dims, dst_dt, dst_tag)
-        prim = gen.Reorder(sd, dd)
-        x = np.random.default_rng(0).uniform(-4, 4, dims).astype(np.float32)
-        src, dst = gen.Memory.from_array(x, src_tag, dtype=src_dt), gen.Memory(dd)
-        return (lambda: prim(src, dst)), sd.nbytes, dd.nbytes, prim.kernel
+        prim = gen.Reorder(sd, dd, **attrs)
+        src = gen.Memory.from_array(source_data(dims, src_dt), src_tag, dtype=src_dt)
+        dst = gen.Memory(dd)
+        nread = sd.nbytes + (dd.nbytes if sum_scale is not None else 0)
+        return (lambda: prim(src, dst)), nread, dd.nbytes, prim.kernel
 
-    return Case(name, make, ("reorder", [list(dims), src_tag, dst_tag, src_dt, dst_dt]))
+    # oneDNN v3 multiplies by a src scale (dst = src_scale * (src - src_zp) / dst_scale + dst_zp)
+    dnnl_kw = {}
+    if scales is not None:
+        dnnl_kw.update(src_scales=scales, scale_mask=scale_mask)
+    if src_zero_point:
+        dnnl_kw["src_zp"] = src_zero_point
+    if dst_zero_point:
+        dnnl_kw["dst_zp"] = dst_zero_point
+    if sum_scale is not None:
+        dnnl_kw["sum_beta"] = sum_scale
+    peer = ("reorder", [list(dims), src_tag, dst_tag, src_dt, dst_dt], dnnl_kw)
+    return Case(name, make, peer, torch_equivalent(dims, src_tag, dst_tag, src_dt, dst_dt, attrs))
 
 
 _SHAPES = [(32, 64, 56, 56), (8, 256, 28, 28), (1, 3, 224, 224)]
 _PAIRS = [("nchw", "nhwc"), ("nhwc", "nchw"), ("nchw", "nChw16c"), ("nChw16c", "nchw"),
           ("nchw", "nChw8c")]
+_CONV = (8, 64, 128, 128)
+# per-channel scales 16 .. 31.75: channels spread uniform(-4, 4) over half to all of s8's range
+_CHANNEL_SCALES = [16 + c / 4 for c in range(_CONV[1])]
 CASES = [reorder_case(shape, s, d) for s, d in _PAIRS for shape in _SHAPES] + [
     reorder_case((256, 256, 3, 3), "oihw", "OIhw16i16o"),
+    reorder_case(_CONV, "nchw", "nchw", "f32", "s8", scales=[25.0]),
+    reorder_case(_CONV, "nchw", "nchw", "f32", "bf16"),
+    reorder_case(_CONV, "nchw", "nchw", "f32", "f16"),
+    reorder_case(_CONV, "nchw", "nchw", "s8", "f32", scales=[0.04], src_zero_point=3),
+    reorder_case(_CONV, "nchw", "nChw16c", "f32", "s8", scales=_CHANNEL_SCALES, scale_mask=2),
 ]
 
 
@@ -89,19 +165,69 @@ def median_times(fns, min_time, repeat):
     return [statistics.median(s) for s in samples]
 
 
-# ---------------------------------------------------------------------------- oneDNN peer
-_PEER_SCRIPT = """
+# ---------------------------------------------------------------------------- peers
+# Each script reads {"cases": [spec, ...], "min_time", "repeat"} on stdin and prints one JSON
+# list: per spec [median seconds, implementation] or an error message.
+_ONEDNN_SCRIPT = """
 import json, sys
 import dnnl
 req = json.load(sys.stdin)
 out = []
-for kind, args in req["cases"]:
+for kind, args, kw in req["cases"]:
     try:
-        r = dnnl.bench(kind, tuple(args[0]), *args[1:], n=req["repeat"], min_time=req["min_time"])
+        r = dnnl.bench(kind, tuple(args[0]), *args[1:], n=req["repeat"], min_time=req["min_time"],
+                       **kw)
         out.append([r["median_s"], r["impl"]])
     except Exception as e:
-        print("onednn %s %s: %s" % (kind, args, e), file=sys.stderr)
-        out.append(None)
+        out.append("%s: %s" % (type(e).__name__, e))
+print(json.dumps(out))
+"""
+
+_TORCH_SCRIPT = """
+import json, os, statistics, sys, time
+import numpy as np
+import torch
+torch.set_num_threads(int(os.environ["PEER_NTHR"]))
+req = json.load(sys.stdin)
+
+def source(dims, dt):
+    # the draws of gen.bench.source_data
+    rng = np.random.default_rng(0)
+    if dt == "s8":
+        return rng.integers(-128, 128, size=dims).astype(np.int8)
+    if dt == "u8":
+        return rng.integers(0, 256, size=dims).astype(np.uint8)
+    return rng.uniform(-4, 4, size=dims).astype(np.float32)
+
+def call(spec):
+    x = torch.from_numpy(source(spec["dims"], spec["src_dt"]))
+    if spec["op"] == "to":
+        dt = getattr(torch, spec["dtype"])
+        return lambda: x.to(dt), "to(%s)" % spec["dtype"]
+    if spec["op"] == "quantize":
+        dt = getattr(torch, spec["dtype"])
+        return (lambda: torch.quantize_per_tensor(x, spec["scale"], spec["zero_point"], dt),
+                "quantize_per_tensor(%s)" % spec["dtype"])
+    q = torch._make_per_tensor_quantized_tensor(x, spec["scale"], spec["zero_point"])
+    return q.dequantize, "dequantize"
+
+def median_s(fn):
+    for _ in range(5):
+        fn()
+    ts, start = [], time.perf_counter()
+    while len(ts) < req["repeat"] or time.perf_counter() - start < req["min_time"]:
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+out = []
+for spec in req["cases"]:
+    try:
+        fn, impl = call(spec)
+        out.append([median_s(fn), impl])
+    except Exception as e:
+        out.append("%s: %s" % (type(e).__name__, e))
 print(json.dumps(out))
 """
 
@@ -117,32 +243,65 @@ def peers_dir():
     return None
 
 
+def peer_times(label, python, script, env, todo, threads, min_time, repeat):
+    """{(case name, threads): (seconds, impl)} from `script` run by `python` with env(n), one
+    process per thread count, on the (case name, spec) pairs of `todo`; failures go to stderr."""
+    req = json.dumps({"cases": [spec for _, spec in todo], "min_time": min_time,
+                      "repeat": repeat})
+    result = {}
+    for n in threads:
+        proc = subprocess.run([str(python), "-c", script], input=req, env=env(n),
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["exit %d" % proc.returncode])[-1]
+            print("bench: %s peer failed at %d threads: %s" % (label, n, last), file=sys.stderr)
+            continue
+        for (name, _), r in zip(todo, json.loads(proc.stdout.strip().splitlines()[-1])):
+            if isinstance(r, str):
+                print("bench: %s peer, %s, %d threads: %s" % (label, name, n, r),
+                      file=sys.stderr)
+            else:
+                result[name, n] = tuple(r)
+    return result
+
+
 def onednn_times(cases, threads, min_time, repeat):
-    """{(case name, threads): (seconds, impl)} from oneDNN v3.13, or {} with a note on stderr."""
+    """oneDNN v3.13's peer_times, or {} with a note on stderr."""
     pdir = peers_dir()
     venv = Path(os.environ.get("PEERS_VENV", "/tmp/peers"))
     python = venv / "bin" / "python"
     if pdir is None or not python.exists():
-        print("bench: oneDNN peer unavailable (%s); no peer columns" %
+        print("bench: oneDNN peer unavailable (%s); no onednn columns" %
               ("set GEN_PEERS_DIR" if pdir is None else "no venv %s, run onednn/setup.sh" % venv),
               file=sys.stderr)
         return {}
-    todo = [c for c in cases if c.peer]
-    req = json.dumps({"cases": [c.peer for c in todo], "min_time": min_time, "repeat": repeat})
-    result = {}
-    for n in threads:
-        env = dict(os.environ, DNNL_PEER_NTHR=str(n), PEERS_VENV=str(venv),
-                   PYTHONPATH=str(pdir / "onednn"))
-        proc = subprocess.run([str(python), "-c", _PEER_SCRIPT], input=req, env=env,
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["exit %d" % proc.returncode])[-1]
-            print("bench: oneDNN peer failed at %d threads: %s" % (n, last), file=sys.stderr)
-            continue
-        for case, r in zip(todo, json.loads(proc.stdout.strip().splitlines()[-1])):
-            if r:
-                result[case.name, n] = tuple(r)
-    return result
+
+    def env(n):
+        return dict(os.environ, DNNL_PEER_NTHR=str(n), PEERS_VENV=str(venv),
+                    PYTHONPATH=str(pdir / "onednn"))
+
+    todo = [(c.name, c.peer) for c in cases if c.peer]
+    return peer_times("oneDNN", python, _ONEDNN_SCRIPT, env, todo, threads, min_time, repeat)
+
+
+def torch_times(cases, threads, min_time, repeat):
+    """PyTorch's peer_times on the cases that have a torch equivalent, or {} with a note."""
+    todo = [(c.name, c.torch) for c in cases if c.torch]
+    if not todo:
+        return {}
+    venv = Path(os.environ.get("PEERS2_VENV", "/tmp/peers2"))
+    python = venv / "bin" / "python"
+    if not python.exists():
+        print("bench: PyTorch peer unavailable (no venv %s, run peers/others/setup.sh); "
+              "no torch columns" % venv, file=sys.stderr)
+        return {}
+    # glibc would mmap a result >= 32 MiB afresh each call (dequantize's f32): page faults
+    # would dominate; keep freed blocks so every torch result is a warm heap block
+    def env(n):
+        return dict(os.environ, PEER_NTHR=str(n), MALLOC_MMAP_THRESHOLD_=str(1 << 30),
+                    MALLOC_TRIM_THRESHOLD_=str(1 << 30))
+
+    return peer_times("PyTorch", python, _TORCH_SCRIPT, env, todo, threads, min_time, repeat)
 
 
 # ---------------------------------------------------------------------------- command line
@@ -160,7 +319,8 @@ def add_arguments(parser):
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON to FILE")
     parser.add_argument("--list", action="store_true", help="list the case names and exit")
     parser.add_argument("--peers", action="store_true",
-                        help="also time oneDNN v3.13 (../shared/peers) on the same cases")
+                        help="also time oneDNN v3.13 (../shared/peers) and PyTorch "
+                             "(/tmp/peers2) on the same cases")
 
 
 def machine():
@@ -186,11 +346,12 @@ def busy_cpus():
 
 
 def print_table(rows, peers):
+    """peers: the names of the peer columns to show (onednn, torch)."""
     cols = [("case", "case", "%s"), ("threads", "threads", "%d"), ("kernel", "kernel", "%s"),
             ("us", "median us", "%.1f"), ("gbps", "GB/s", "%.2f"),
             ("copy_gbps", "copy GB/s", "%.2f"), ("ratio", "ratio", "%.2f")]
-    if peers:
-        cols += [("onednn_us", "onednn us", "%.1f"), ("vs_onednn", "vs onednn", "%.2f")]
+    for p in peers:
+        cols += [(p + "_us", p + " us", "%.1f"), ("vs_" + p, "vs " + p, "%.2f")]
     cells = [[h for _, h, _ in cols]]
     cells += [[f % r[k] if r.get(k) is not None else "-" for k, _, f in cols] for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(cols))]
@@ -218,31 +379,40 @@ def run(args):
 
     if busy_cpus() > 0:
         print("bench: other processes are running: timings will be noisy", file=sys.stderr)
-    peer = onednn_times(cases, threads, args.min_time, args.repeat) if args.peers else {}
+    peers = {}
+    if args.peers:
+        peers = {"onednn": onednn_times(cases, threads, args.min_time, args.repeat),
+                 "torch": torch_times(cases, threads, args.min_time, args.repeat)}
     rows, status = [], 0
     for case in cases:
         try:
             fn, nread, nwritten, kernel = case.make()
         except gen.Error as e:
-            print("bench: %s: %s" % (case.name, e), file=sys.stderr)
-            status = 1
-            continue
-        copy_bytes = (nread + nwritten) // 2
-        copy = copy_ceiling(copy_bytes)
+            print("bench: skipped %s: %s" % (case.name, e), file=sys.stderr)
+            status, fn = 1, None
+        if fn:
+            copy_bytes = (nread + nwritten) // 2
+            copy = copy_ceiling(copy_bytes)
         for n in threads:
-            gen.set_num_threads(n)
-            t, tc = median_times([fn, copy], args.min_time, args.repeat)
-            row = {"case": case.name, "threads": n, "kernel": kernel, "us": t * 1e6,
-                   "bytes_read": nread, "bytes_written": nwritten,
-                   "gbps": (nread + nwritten) / t / 1e9, "copy_gbps": 2 * copy_bytes / tc / 1e9}
-            row["ratio"] = row["gbps"] / row["copy_gbps"]
-            if (case.name, n) in peer:
-                tp, row["onednn_impl"] = peer[case.name, n]
-                row["onednn_us"], row["vs_onednn"] = tp * 1e6, tp / t
-            rows.append(row)
+            row = {"case": case.name, "threads": n}
+            if fn:
+                gen.set_num_threads(n)
+                t, tc = median_times([fn, copy], args.min_time, args.repeat)
+                row.update(kernel=kernel, us=t * 1e6, bytes_read=nread, bytes_written=nwritten,
+                           gbps=(nread + nwritten) / t / 1e9, copy_gbps=2 * copy_bytes / tc / 1e9)
+                row["ratio"] = row["gbps"] / row["copy_gbps"]
+            for p, times in peers.items():
+                if (case.name, n) in times:
+                    tp, row[p + "_impl"] = times[case.name, n]
+                    row[p + "_us"] = tp * 1e6
+                    if fn:
+                        row["vs_" + p] = tp / t
+            # a case gen skipped still shows what the peers took
+            if fn or any(p + "_us" in row for p in peers):
+                rows.append(row)
 
     print("# gen bench: isa %s, %s" % (gen.isa(), machine()))
-    print_table(rows, bool(peer))
+    print_table(rows, [p for p, times in peers.items() if times])
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"isa": gen.isa(), "machine": machine(), "rows": rows}, f, indent=1)

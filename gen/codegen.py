@@ -6,14 +6,16 @@ from pathlib import Path
 
 import jinja2
 
+from .dtypes import TABLE
 from .isa import TIERS
+from .space import conversions
 from .transpose import network
 
 MAX_NODES = 24  # outer nodes a piece may have (problem.py never needs more than 2 per axis)
 # Work-item sizes: large enough to amortise the item loop, small enough to balance threads.
 CHUNKS = {"run_chunk": 1 << 16, "strided_chunk": 1 << 12, "strided_block": 256,
-          "tile_chunk": 1 << 9,
-          "tile_lines": 2}
+          "tile_chunk": 1 << 9, "tile_lines": 2,
+          "cvt_tile_chunk": 1 << 7}  # a converting tile's buffer (16 KiB) stays in L1
 
 
 def template_dir() -> Path:
@@ -47,16 +49,21 @@ def _tile_context(spec):
 
 
 def render_kernel(spec) -> str:
-    ctx = dict(CHUNKS, spec=spec, isa=TIERS[spec.isa])
+    ctx = dict(CHUNKS, spec=spec, isa=TIERS[spec.isa], vector=spec.vector)
     if spec.kind == "tile":
         ctx.update(_tile_context(spec))
     return _env().get_template(f"{spec.kind}.c.j2").render(ctx)
 
 
 def render_module(isa: str, specs) -> str:
-    """The C source of one tier's extension module: common header, runtime, kernels."""
+    """The C source of one tier's extension module: common header, conversions, runtime,
+    kernels."""
     env = _env()
-    parts = [env.get_template("common.h.j2").render(isa=TIERS[isa], max_nodes=MAX_NODES),
+    tier = TIERS[isa]
+    pairs = [(TABLE[s], TABLE[d]) for s, d in conversions()]
+    parts = [env.get_template("common.h.j2").render(isa=tier, max_nodes=MAX_NODES),
+             env.get_template("convert.h.j2").render(isa=tier, vec=bool(tier.convert),
+                                                     dtypes=list(TABLE.values()), pairs=pairs),
              env.get_template("runtime.c.j2").render(tiers=list(TIERS.values()))]
     parts += [render_kernel(s) for s in specs]
     return "\n".join(parts)
@@ -66,15 +73,21 @@ def cdef(specs) -> str:
     """The declarations cffi needs for one module."""
     lines = [
         "#define GEN_MAX_NODES %d" % MAX_NODES,
-        "typedef struct { int64_t src_off, dst_off; int64_t nouter;",
+        "typedef struct { int64_t src_off, dst_off, scl_off; int64_t nouter;",
         "  int64_t n[GEN_MAX_NODES], src_str[GEN_MAX_NODES], dst_str[GEN_MAX_NODES];",
-        "  int64_t a_n, a_src, a_dst; int64_t b_n, b_src, b_dst; int64_t pad; int64_t stream; } gen_piece;",
-        "typedef void (*gen_kernel_fn)(const char *, char *, const gen_piece *, int, int);",
+        "  int64_t scl_str[GEN_MAX_NODES];",
+        "  int64_t a_n, a_src, a_dst, a_scl; int64_t b_n, b_src, b_dst, b_scl;",
+        "  int64_t pad; int64_t stream; } gen_piece;",
+        "typedef struct { const float *scales; float src_zp, dst_zp, beta; int32_t sum; } gen_attr;",
+        "typedef void (*gen_kernel_fn)(const char *, char *, const gen_piece *, const gen_attr *,",
+        "                              int, int);",
         "typedef struct { gen_kernel_fn fn; gen_piece piece; } gen_task;",
-        "void gen_run(intptr_t src, intptr_t dst, const gen_task *tasks, int ntasks, int nthr);",
+        "void gen_run(intptr_t src, intptr_t dst, const gen_attr *at, const gen_task *tasks,",
+        "             int ntasks, int nthr);",
     ]
     lines += [f"int gen_cpu_has_{t}(void);" for t in TIERS]
-    lines += [f"void {s.name}(const char *, char *, const gen_piece *, int, int);" for s in specs]
+    lines += [f"void {s.name}(const char *, char *, const gen_piece *, const gen_attr *, int, int);"
+              for s in specs]
     return "\n".join(lines)
 
 

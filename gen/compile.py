@@ -11,9 +11,10 @@ from . import codegen, space
 from .isa import TIERS
 
 # No loop-to-memcpy/memset rewriting: the short loops of the kernels must stay inline.
+# No FMA contraction: conversions round each operation, so every tier gives the same bits.
 CFLAGS = ("-O3", "-std=gnu11", "-fopenmp", "-fno-strict-aliasing",
-          "-fno-tree-loop-distribute-patterns")
-LDFLAGS = ("-fopenmp",)
+          "-fno-tree-loop-distribute-patterns", "-ffp-contract=off")
+LDFLAGS = ("-fopenmp", "-lm")
 
 
 def ffi_for(isa: str) -> cffi.FFI:

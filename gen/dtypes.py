@@ -1,6 +1,7 @@
 """The dtype table: the single source of truth for element types.
 
-Each entry gives the short name, the C type used by kernels, the NumPy dtype and the size.
+Each entry gives the short name, the C type used by kernels, the NumPy dtype, the size and,
+for integer types, the range conversions saturate to (the templates read these entries).
 Pure data-movement ops also accept any other NumPy numeric dtype of 1, 2, 4 or 8 bytes.
 """
 from __future__ import annotations
@@ -19,15 +20,21 @@ class DType:
     ctype: str
     numpy: np.dtype
     size: int
+    lo: "int | None" = None  # integer types: the saturation range
+    hi: "int | None" = None
+
+    @property
+    def is_int(self) -> bool:
+        return self.lo is not None
 
 
 TABLE = {
     "f32": DType("f32", "float", np.dtype(np.float32), 4),
     "bf16": DType("bf16", "uint16_t", np.dtype(ml_dtypes.bfloat16), 2),
     "f16": DType("f16", "uint16_t", np.dtype(np.float16), 2),
-    "s8": DType("s8", "int8_t", np.dtype(np.int8), 1),
-    "u8": DType("u8", "uint8_t", np.dtype(np.uint8), 1),
-    "s32": DType("s32", "int32_t", np.dtype(np.int32), 4),
+    "s8": DType("s8", "int8_t", np.dtype(np.int8), 1, -2**7, 2**7 - 1),
+    "u8": DType("u8", "uint8_t", np.dtype(np.uint8), 1, 0, 2**8 - 1),
+    "s32": DType("s32", "int32_t", np.dtype(np.int32), 4, -2**31, 2**31 - 1),
 }
 _BY_NUMPY = {d.numpy: d.name for d in TABLE.values()}
 # Short names for the other movable NumPy types (API.md "Data types").

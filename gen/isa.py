@@ -3,7 +3,8 @@
 A tier lists the compiler flags that enable it, the cpu features it needs at run time
 (checked with the compiler's cpuid builtin), and per vector width the intrinsics the
 templates use: unaligned load/store, the streaming store, and the interleave ops the
-transpose network is built from (see transpose.py). Adding a tier is adding an entry.
+transpose network is built from (see transpose.py), and the template of its vector
+conversions (load / round / pack per dtype). Adding a tier is adding an entry.
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ class Isa:
     features: tuple = ()  # names for __builtin_cpu_supports
     vectors: dict = field(default_factory=dict)  # bytes -> Vector
     fence: str = ""  # orders streaming stores before the kernel returns
+    convert: str = ""  # template of the vector conversion snippets (templates/cvt_*.j2)
 
 
 def _sse_interleaves():
@@ -64,5 +66,5 @@ _YMM = Vector(32, "__m256i", "_mm256_loadu_si256", "_mm256_storeu_si256",
 TIERS = {
     "scalar": Isa("scalar", 0),
     "avx2": Isa("avx2", 1, ("-mavx2", "-mfma", "-mf16c"), ("avx2", "fma", "f16c"),
-                {16: _XMM, 32: _YMM}, "_mm_sfence()"),
+                {16: _XMM, 32: _YMM}, "_mm_sfence()", "cvt_avx2.j2"),
 }

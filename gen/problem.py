@@ -24,6 +24,7 @@ class Node:
     n: int
     src: int  # src stride (elements); 0 in zero pieces
     dst: int  # dst stride (elements)
+    scl: int = 0  # stride in the reorder's scales (0: the scale does not change along it)
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Piece:
     nodes: tuple  # outermost first
     zero: bool = False  # write zeros (destination padding); src is not read
     pad: int = 0  # zeros written right after each run of the innermost node (dst stride 1)
+    scl_off: int = 0  # index of the first element's scale
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,8 @@ class Problem:
         """A readable listing of the nest, for debugging and verbose output."""
         out = []
         for p in self.pieces:
-            nodes = " ".join(f"({n.n},{n.src},{n.dst})" for n in p.nodes)
+            nodes = " ".join(f"({n.n},{n.src},{n.dst}{f',{n.scl}' if n.scl else ''})"
+                             for n in p.nodes)
             kind = "zero" if p.zero else "copy"
             pad = f" pad {p.pad}" if p.pad else ""
             out.append(f"{kind} @{p.src_off}->{p.dst_off}: {nodes}{pad}")
@@ -114,15 +117,17 @@ def _boxes(lo, hi, levels):
     return out
 
 
-def _axis_nodes(axis, box, levels, src, dst):
-    """Nodes of one box of one axis, with the box' start offsets on both sides."""
+def _axis_nodes(axis, box, levels, src, dst, scl):
+    """Nodes of one box of one axis, with the box' start offsets on each side (a missing
+    side, None, has stride and offset 0)."""
     start, count, j = box
-    nodes = [Node(count, src.stride(axis, levels[j]) if src else 0, dst.stride(axis, levels[j]))]
-    for i in reversed(range(j)):
-        n = levels[i + 1] // levels[i]
-        nodes.append(Node(n, src.stride(axis, levels[i]) if src else 0,
-                          dst.stride(axis, levels[i])))
-    return (src.offset(axis, start) if src else 0), dst.offset(axis, start), nodes
+
+    def node(n, level):
+        return Node(n, *(lay.stride(axis, level) if lay else 0 for lay in (src, dst, scl)))
+
+    nodes = [node(count, levels[j])]
+    nodes += [node(levels[i + 1] // levels[i], levels[i]) for i in reversed(range(j))]
+    return tuple(lay.offset(axis, start) if lay else 0 for lay in (src, dst, scl)), nodes
 
 
 def simplify(nodes):
@@ -130,38 +135,41 @@ def simplify(nodes):
     nodes = sorted((n for n in nodes if n.n > 1), key=lambda n: (-abs(n.dst), -abs(n.src)))
     out = []
     for n in nodes:
-        if out and out[-1].src == n.src * n.n and out[-1].dst == n.dst * n.n:
-            out[-1] = Node(out[-1].n * n.n, n.src, n.dst)
+        last = out[-1] if out else None
+        if last and (last.src, last.dst, last.scl) == (n.src * n.n, n.dst * n.n, n.scl * n.n):
+            out[-1] = Node(last.n * n.n, n.src, n.dst, n.scl)
         else:
             out.append(n)
     return tuple(out)
 
 
-def _pieces(ranges, src, dst, zero):
+def _pieces(ranges, src, dst, scl, zero):
     """The product over axes of the boxes of each axis' range."""
     per_axis = []
     for axis, (lo, hi, levels) in enumerate(ranges):
-        per_axis.append([_axis_nodes(axis, b, levels, src, dst) for b in _boxes(lo, hi, levels)])
+        per_axis.append([_axis_nodes(axis, b, levels, src, dst, scl)
+                         for b in _boxes(lo, hi, levels)])
     out = []
     for combo in itertools.product(*per_axis):
-        nodes = [n for _, _, ns in combo for n in ns]
-        out.append(Piece(sum(c[0] for c in combo), sum(c[1] for c in combo),
-                         simplify(nodes), zero))
+        nodes = [n for _, ns in combo for n in ns]
+        src_off, dst_off, scl_off = (sum(offs[i] for offs, _ in combo) for i in range(3))
+        out.append(Piece(src_off, dst_off, simplify(nodes), zero, scl_off=scl_off))
     return out
 
 
-def normalise(dims, src: Layout, dst: Layout, esize: int) -> Problem:
-    """The reorder of logical `dims` from `src` to `dst` as a Problem."""
+def normalise(dims, src: Layout, dst: Layout, esize: int, scl: "Layout | None" = None) -> Problem:
+    """The reorder of logical `dims` from `src` to `dst` as a Problem. `scl`, a plain layout
+    (stride 0 on axes the scales do not depend on), indexes the reorder's scales."""
     nd = len(dims)
     copy = [(0, dims[a], _chain(a, dims, src, dst)) for a in range(nd)]
-    pieces = _pieces(copy, src, dst, False)
+    pieces = _pieces(copy, src, dst, scl, False)
     # Destination padding: axes before `a` real, axis `a` in its padding, axes after padded.
     for a in range(nd):
         if dst.padded[a] == dims[a]:
             continue
         ranges = [(0, dims[b] if b < a else dst.padded[b], dst.levels(b)) for b in range(nd)]
         ranges[a] = (dims[a], dst.padded[a], dst.levels(a))
-        pieces += _pieces(ranges, None, dst, True)
+        pieces += _pieces(ranges, None, dst, None, True)
     return Problem(esize, tuple(_fuse_padding(pieces)))
 
 
@@ -177,7 +185,7 @@ def _fuse_padding(pieces):
                     and z.dst_off == c.dst_off + c.nodes[-1].n
                     and [(n.n, n.dst) for n in z.nodes[:-1]]
                     == [(n.n, n.dst) for n in c.nodes[:-1]]):
-                out[i] = Piece(c.src_off, c.dst_off, c.nodes, False, z.nodes[-1].n)
+                out[i] = Piece(c.src_off, c.dst_off, c.nodes, False, z.nodes[-1].n, c.scl_off)
                 out.remove(z)
                 break
     return out

@@ -56,24 +56,31 @@ def kernels(op=None):
             if op is None or s.op == op]
 
 
-def choose(nodes, zero: bool, esize: int, pad: int = 0):
+def choose(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: bool = True):
     """(spec, inner node a, node b, outer nodes) for one piece's nest (element strides).
 
     `run` and `strided` work on the innermost node A and the next one B (a size-1 B when the
     nest has one node); `tile` takes as B the innermost node whose source stride is 1. Every
-    kind writes `pad` zeros after each run of A."""
+    kind writes `pad` zeros after each run of A. `convert` is a (src, dst) dtype pair for the
+    conversion kernels (esize is then dst's); `tile=False` rules the tile out (a conversion
+    with sum reads dst element by element)."""
     nodes = list(nodes) or [Node(1, 1, 1)]
     inner = nodes[-1]
     tier = isa()
-    if not zero and inner.dst == 1 and inner.n + pad >= space.TILE_WIDTH[esize]:
+    src, dst = convert or (None, None)
+
+    def spec(kind, size=esize):
+        return space.KernelSpec("reorder", kind, size, zero, tier, src, dst)
+
+    if tile and not zero and inner.dst == 1 and inner.n + pad >= space.TILE_WIDTH[esize]:
         width = space.TILE_WIDTH[esize]
         units = [n for n in nodes[:-1] if n.src == 1 and n.n >= width]
         if units:
             b = units[-1]
-            spec = space.KernelSpec("reorder", "tile", esize, False, tier)
-            return spec, inner, b, [n for n in nodes[:-1] if n is not b]
+            return spec("tile"), inner, b, [n for n in nodes[:-1] if n is not b]
     b, outer = (nodes[-2], nodes[:-2]) if len(nodes) > 1 else (Node(1, 0, 0), [])
     if inner.dst == 1 and (zero or inner.src == 1):
-        spec = space.KernelSpec("reorder", "run", 1, zero, tier)
-        return spec, Node(inner.n * esize, 1, 1), b, outer
-    return space.KernelSpec("reorder", "strided", esize, zero, tier), inner, b, outer
+        if convert:
+            return spec("run"), inner, b, outer
+        return spec("run", 1), Node(inner.n * esize, 1, 1), b, outer
+    return spec("strided"), inner, b, outer

@@ -4,14 +4,18 @@ Kinds (the innermost work once a problem is normalised, see registry.choose):
 - run:     a run contiguous on both sides, moved as bytes (or zero-filled);
 - tile:    a 2-D tile whose unit strides differ (register transpose, line-whole stores);
 - strided: the innermost node with any strides, element by element (or zero-filled).
+Each kind also comes per conversion (src dtype -> dst dtype of the table, scales, zero points,
+sum): the same template with the conversion of convert.h.j2 fused in.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .dtypes import TABLE
 from .isa import TIERS
 
 ESIZES = (1, 2, 4, 8)
+KINDS = ("run", "tile", "strided")
 TILE_WIDTH = {1: 16, 2: 8, 4: 8, 8: 4}  # tile is W x W elements; a row is one register
 LINE = 64  # bytes: the tile kernel writes whole cache lines of the destination
 
@@ -23,11 +27,23 @@ class KernelSpec:
     esize: int
     zero: bool
     isa: str
+    src: "str | None" = None  # conversions: the dtype names; esize is the dst's size
+    dst: "str | None" = None
+
+    @property
+    def cvt(self) -> str:
+        """The conversion's C suffix (`f32_s8`), or "" for pure data movement."""
+        return f"{self.src}_{self.dst}" if self.src else ""
+
+    @property
+    def src_size(self) -> int:
+        return TABLE[self.src].size if self.src else self.esize
 
     @property
     def name(self) -> str:
         zero = "_zero" if self.zero else ""
-        return f"{self.op}_{self.kind}{zero}_e{self.esize}_{self.isa}"
+        elems = f"_{self.cvt}" if self.cvt else f"_e{self.esize}"
+        return f"{self.op}_{self.kind}{zero}{elems}_{self.isa}"
 
     @property
     def tile(self) -> int:
@@ -46,7 +62,10 @@ class KernelSpec:
     def describe(self) -> dict:
         layout = {"run": "contiguous run", "strided": "strided elements",
                   "tile": f"{self.tile}x{self.tile} transpose tile"}[self.kind]
-        dtypes = "any" if self.kind == "run" else f"any {self.esize}-byte"
+        if self.cvt:
+            dtypes = f"{self.src}->{self.dst}"
+        else:
+            dtypes = "any" if self.kind == "run" else f"any {self.esize}-byte"
         return {"name": self.name, "op": self.op, "isa": self.isa, "kind": self.kind,
                 "dtypes": dtypes, "layout": layout + (", zero fill" if self.zero else "")}
 
@@ -56,4 +75,12 @@ def kernels(isa: str):
     out = [KernelSpec("reorder", "run", 1, zero, isa) for zero in (False, True)]
     out += [KernelSpec("reorder", "tile", e, False, isa) for e in ESIZES]
     out += [KernelSpec("reorder", "strided", e, zero, isa) for e in ESIZES for zero in (False, True)]
+    for s, d in conversions():
+        out += [KernelSpec("reorder", kind, TABLE[d].size, False, isa, s, d) for kind in KINDS]
     return out
+
+
+def conversions():
+    """Every (src, dst) dtype pair of the table, equal pairs included (scales or zero points
+    make them arithmetic)."""
+    return [(s, d) for s in TABLE for d in TABLE]

@@ -1,32 +1,134 @@
-"""Reorder: copy a tensor between memory formats (API.md "Reorder")."""
+"""Reorder: copy a tensor between memory formats and data types (API.md "Reorder").
+
+Without scales, zero points, sum or a type change a reorder moves bytes (any movable dtype);
+otherwise it runs the conversion kernels, which compute in f32
+`dst = cvt(scale * (src - src_zero_point) [+ sum_scale * dst] + dst_zero_point)`.
+"""
 from __future__ import annotations
 
+import math
+import numbers
 import time
+from dataclasses import dataclass
 
-from .. import dtypes, plan, runtime
+import numpy as np
+
+from .. import dtypes, plan, registry, runtime
 from ..errors import Error
 from ..layout import MemoryDesc
 from ..memory import Memory, Operand
 from ..problem import Layout
 
-
-def _check_attrs(scales, scale_mask, src_zero_point, dst_zero_point, sum_scale):
-    """Scales, zero points and sum come with the conversion kernels; refuse them clearly."""
-    given = {"scales": scales is not None, "scale_mask": scale_mask != 0,
-             "src_zero_point": src_zero_point != 0, "dst_zero_point": dst_zero_point != 0,
-             "sum_scale": sum_scale is not None}
-    bad = [k for k, v in given.items() if v]
-    if bad:
-        raise Error(f"reorder attribute {bad[0]} is not supported by this build "
-                    f"(only layout changes without scales)")
+# Zero points of a float type must be integers a float holds exactly.
+_FLOAT_ZP_RANGE = (-2**24, 2**24)
 
 
-def _check_pair(src_dims, src_dtype, dst_dims, dst_dtype):
+@dataclass(frozen=True)
+class Attrs:
+    """Validated reorder attributes: what the plan depends on, and the values of a call."""
+    convert: plan.Conversion
+    scales: np.ndarray  # float32, one per index of the masked axes (row-major)
+    scale_mask: int
+    src_zero_point: int
+    dst_zero_point: int
+    sum_scale: "float | None"
+
+    def scale_layout(self, dims) -> Layout:
+        """Strides of the scale index per logical axis (0 where the mask bit is clear)."""
+        strides, step = [0] * len(dims), 1
+        for axis in reversed(range(len(dims))):
+            if self.scale_mask >> axis & 1:
+                strides[axis], step = step, step * dims[axis]
+        return Layout.strided(dims, tuple(strides))
+
+    def c_attr(self):
+        """The gen_attr the kernels read, with the objects that must outlive the call."""
+        ffi = registry.module().ffi
+        at = ffi.new("gen_attr *")
+        at.scales = ffi.cast("const float *", self.scales.ctypes.data)
+        at.src_zp = float(self.src_zero_point)
+        # + -0.0 is the exact identity (+ 0.0 would turn -0.0 into +0.0)
+        at.dst_zp = float(self.dst_zero_point) if self.dst_zero_point else -0.0
+        at.beta = self.sum_scale or 0.0
+        at.sum = self.sum_scale is not None
+        return at, self.scales
+
+
+def _finite(name, value):
+    """A float that stays finite as the f32 the kernels compute with."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise Error(f"{name} must be a real number, got {value!r}") from None
+    with np.errstate(over="ignore"):
+        if not math.isfinite(v) or not np.isfinite(np.float32(v)):
+            raise Error(f"{name} must be finite in f32, got {value!r}")
+    return v
+
+
+def _zero_point(name, value, dtype):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.number)):
+        raise Error(f"{name} must be an integer, got {value!r}")
+    if not float(value).is_integer():
+        raise Error(f"{name} must be an integer, got {value!r}")
+    entry = dtypes.TABLE[dtype]
+    lo, hi = (entry.lo, entry.hi) if entry.is_int else _FLOAT_ZP_RANGE
+    if not lo <= int(value) <= hi:
+        raise Error(f"{name}={value!r} is out of the range [{lo}, {hi}] of {dtype}")
+    return int(value)
+
+
+def _scales(scales, scale_mask, dims):
+    if isinstance(scale_mask, (bool, np.bool_)) or not isinstance(scale_mask,
+                                                                  (numbers.Integral, np.integer)):
+        raise Error(f"scale_mask must be an integer, got {scale_mask!r}")
+    mask = int(scale_mask)
+    if mask < 0 or mask >> len(dims):
+        raise Error(f"scale_mask={scale_mask!r} sets a bit at or beyond the rank {len(dims)}")
+    if scales is None:
+        if mask:
+            raise Error(f"scale_mask={mask} given without scales")
+        return np.ones(1, np.float32), 0
+    try:
+        values = np.asarray(scales, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        raise Error(f"scales must be numbers, got {scales!r}") from None
+    want = math.prod(d for axis, d in enumerate(dims) if mask >> axis & 1)
+    if values.size != want:
+        raise Error(f"len(scales)={values.size} does not match scale_mask={mask}: the masked "
+                    f"dims need {want}")
+    with np.errstate(over="ignore"):
+        f32 = values.astype(np.float32)
+    bad = values[~np.isfinite(f32)]
+    if bad.size:
+        raise Error(f"scales must be finite in f32, got {bad[0]!r}")
+    return f32, mask
+
+
+def attrs(dims, src_dtype, dst_dtype, scales=None, scale_mask=0, src_zero_point=0,
+          dst_zero_point=0, sum_scale=None) -> "Attrs | None":
+    """Validated attributes, or None for a pure data movement (same dtype, no attribute)."""
+    values, mask = _scales(scales, scale_mask, dims)
+    given = (scales is not None or sum_scale is not None
+             or not isinstance(src_zero_point, numbers.Number) or src_zero_point != 0
+             or not isinstance(dst_zero_point, numbers.Number) or dst_zero_point != 0)
+    if not given and dtypes.name(src_dtype) == dtypes.name(dst_dtype):
+        return None
+    for side, dt in (("src", src_dtype), ("dst", dst_dtype)):
+        if not isinstance(dt, str):
+            what = "attributes" if dtypes.name(src_dtype) == dtypes.name(dst_dtype) else \
+                f"type change {dtypes.name(src_dtype)} -> {dtypes.name(dst_dtype)}"
+            raise Error(f"{what}: {side} dtype {dtypes.name(dt)} is not a conversion type "
+                        f"({', '.join(dtypes.TABLE)})")
+    beta = None if sum_scale is None else _finite("sum_scale", sum_scale)
+    return Attrs(plan.Conversion(src_dtype, dst_dtype, beta is not None), values, mask,
+                 _zero_point("src_zero_point", src_zero_point, src_dtype),
+                 _zero_point("dst_zero_point", dst_zero_point, dst_dtype), beta)
+
+
+def _check_dims(src_dims, dst_dims):
     if tuple(src_dims) != tuple(dst_dims):
         raise Error(f"src dims {tuple(src_dims)} and dst dims {tuple(dst_dims)} differ")
-    if dtypes.name(src_dtype) != dtypes.name(dst_dtype):
-        raise Error(f"type change {dtypes.name(src_dtype)} -> {dtypes.name(dst_dtype)} is "
-                    f"not supported by this build (same dtype on both sides)")
 
 
 def _dst_memory(dst, src: Operand) -> Memory:
@@ -39,25 +141,33 @@ def _dst_memory(dst, src: Operand) -> Memory:
     raise Error(f"dst must be a gen.Memory, gen.MemoryDesc or format string, got {dst!r}")
 
 
-def run_reorder(src: Operand, dst: Operand, threads) -> str:
-    """Reorder between two operands of equal dims and dtype; returns the kernel name."""
+def _plan(dims, src: Layout, dst: Layout, dst_dtype, dst_nbytes, at: "Attrs | None"):
+    esize = dtypes.itemsize(dst_dtype)
+    if at is None:
+        return plan.cached(dims, src, dst, esize, dst_nbytes)
+    return plan.cached(dims, src, dst, esize, dst_nbytes, at.convert, at.scale_layout(dims))
+
+
+def run_reorder(src: Operand, dst: Operand, threads, at: "Attrs | None" = None) -> str:
+    """Reorder between two operands of equal dims; returns the kernel name."""
     if src.lo < dst.hi and dst.lo < src.hi:
         raise Error("src and dst memory overlap; in-place reorders are not supported")
-    esize = dtypes.itemsize(src.dtype)
-    p = plan.cached(src.dims, src.layout, dst.layout, esize, dst.hi - dst.lo)
-    p.run(src.addr, dst.addr, runtime.num_threads(threads))
+    p = _plan(src.dims, src.layout, dst.layout, dst.dtype, dst.hi - dst.lo, at)
+    c_attr = at.c_attr() if at else (None,)
+    p.run(src.addr, dst.addr, runtime.num_threads(threads), c_attr[0])
     return p.kernel
 
 
 def reorder(src, dst, *, scales=None, scale_mask=0, src_zero_point=0, dst_zero_point=0,
             sum_scale=None, threads=None) -> Memory:
-    """Copy src (Memory or array) into dst (Memory, MemoryDesc or format) and return dst."""
+    """Reorder src (Memory or array) into dst (Memory, MemoryDesc or format); returns dst."""
     t0 = time.perf_counter()
-    _check_attrs(scales, scale_mask, src_zero_point, dst_zero_point, sum_scale)
     s = Operand.of(src)
     out = _dst_memory(dst, s)
-    _check_pair(s.dims, s.dtype, out.desc.dims, out.desc.dtype)
-    kernel = run_reorder(s, Operand.of_memory(out), threads)
+    _check_dims(s.dims, out.desc.dims)
+    at = attrs(s.dims, s.dtype, out.desc.dtype, scales, scale_mask, src_zero_point,
+               dst_zero_point, sum_scale)
+    kernel = run_reorder(s, Operand.of_memory(out), threads, at)
     if runtime.VERBOSE:
         _verbose(kernel, s, out.desc, t0)
     return out
@@ -73,21 +183,20 @@ def _verbose(kernel, s: Operand, dst_desc, t0):
 class Reorder:
     """`gen.Reorder(src_desc, dst_desc, **attrs)`: planned once, then `p(src_mem, dst_mem)`."""
 
-    def __init__(self, src_desc, dst_desc, **attrs):
+    def __init__(self, src_desc, dst_desc, **attributes):
         for name, d in (("src_desc", src_desc), ("dst_desc", dst_desc)):
             if not isinstance(d, MemoryDesc):
                 raise Error(f"{name} must be a gen.MemoryDesc, got {d!r}")
         known = {"scales", "scale_mask", "src_zero_point", "dst_zero_point", "sum_scale"}
-        for k in attrs:
+        for k in attributes:
             if k not in known:
                 raise Error(f"unknown reorder attribute {k!r}")
-        _check_attrs(attrs.get("scales"), attrs.get("scale_mask", 0),
-                     attrs.get("src_zero_point", 0), attrs.get("dst_zero_point", 0),
-                     attrs.get("sum_scale"))
-        _check_pair(src_desc.dims, src_desc.dtype, dst_desc.dims, dst_desc.dtype)
+        _check_dims(src_desc.dims, dst_desc.dims)
+        at = attrs(src_desc.dims, src_desc.dtype, dst_desc.dtype, **attributes)
         self.src_desc, self.dst_desc = src_desc, dst_desc
-        self._plan = plan.cached(src_desc.dims, Layout.of_desc(src_desc),
-                                 Layout.of_desc(dst_desc), src_desc.itemsize, dst_desc.nbytes)
+        self._plan = _plan(src_desc.dims, Layout.of_desc(src_desc), Layout.of_desc(dst_desc),
+                           dst_desc.dtype, dst_desc.nbytes, at)
+        self._attr = at.c_attr() if at else (None,)
         self.kernel = self._plan.kernel
 
     def __call__(self, src, dst, *, threads=None):
@@ -100,7 +209,7 @@ class Reorder:
         sa, da = src._addr, dst._addr
         if sa < da + self.dst_desc.nbytes and da < sa + self.src_desc.nbytes:
             raise Error("src and dst memory overlap; in-place reorders are not supported")
-        self._plan.run(sa, da, runtime.num_threads(threads))
+        self._plan.run(sa, da, runtime.num_threads(threads), self._attr[0])
         if runtime.VERBOSE:
             _verbose(self.kernel, Operand.of_memory(src), self.dst_desc, t0)
         return dst
