@@ -15,7 +15,7 @@ MAX_NODES = 24  # outer nodes a piece may have (problem.py never needs more than
 # Work-item sizes: large enough to amortise the item loop, small enough to balance threads.
 CHUNKS = {"run_chunk": 1 << 16, "strided_chunk": 1 << 12, "strided_block": 256,
           "tile_chunk": 1 << 9, "tile_lines": 2,
-          "cvt_tile_chunk": 1 << 7}  # a converting tile's buffer (16 KiB) stays in L1
+          "cvt_tile_buffer": 1 << 14}  # bytes: a converting tile's buffer stays in L1
 
 
 def template_dir() -> Path:
