@@ -9,13 +9,14 @@ import jinja2
 from .dtypes import TABLE
 from .isa import TIERS
 from .space import conversions
-from .transpose import network
+from .transpose import interleave, network
 
 MAX_NODES = 24  # outer nodes a piece may have (problem.py never needs more than 2 per axis)
 # Work-item sizes: large enough to amortise the item loop, small enough to balance threads.
 CHUNKS = {"run_chunk": 1 << 16, "strided_chunk": 1 << 12, "strided_block": 256,
           "tile_chunk": 1 << 9, "tile_lines": 2,
-          "cvt_tile_buffer": 1 << 14}  # bytes: a converting tile's buffer stays in L1
+          "cvt_tile_buffer": 1 << 14,  # bytes: a converting tile's buffer stays in L1
+          "interleave_chunk": 1 << 10}
 
 
 def template_dir() -> Path:
@@ -52,6 +53,11 @@ def render_kernel(spec) -> str:
     ctx = dict(CHUNKS, spec=spec, isa=TIERS[spec.isa], vector=spec.vector)
     if spec.kind == "tile":
         ctx.update(_tile_context(spec))
+    if spec.kind == "interleave":
+        vector = TIERS[spec.isa].vectors.get(spec.lanes * spec.esize)
+        ctx["vector"] = vector
+        ctx["statements"] = interleave(vector, spec.esize, spec.groups, "s + {row} * gs",
+                                       "d") if vector else []
     return _env().get_template(f"{spec.kind}.c.j2").render(ctx)
 
 

@@ -31,6 +31,9 @@ class Vector:
     # transpose's lane-crossing stage is done by the loads instead of by shuffles.
     combine: str = ""
     half: "Vector | None" = None
+    # Two lanes {a}.lane[imm & 3], {b}.lane[imm >> 4 & 3] joined into one register (where
+    # the interleave ops work within lanes narrower than the register).
+    lanes: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,8 @@ _XMM = Vector(16, "__m128i", "_mm_loadu_si128", "_mm_storeu_si128", "_mm_stream_
               _sse_interleaves(), "_mm_setzero_si128()")
 _YMM = Vector(32, "__m256i", "_mm256_loadu_si256", "_mm256_storeu_si256",
               "_mm256_stream_si256", _avx2_interleaves(), "_mm256_setzero_si256()",
-              "_mm256_inserti128_si256(_mm256_castsi128_si256({lo}), {hi}, 1)", _XMM)
+              "_mm256_inserti128_si256(_mm256_castsi128_si256({lo}), {hi}, 1)", _XMM,
+              "_mm256_permute2x128_si256({a}, {b}, {imm})")
 
 TIERS = {
     "scalar": Isa("scalar", 0),

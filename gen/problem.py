@@ -14,6 +14,7 @@ Strides here are in elements; `Piece.scaled` turns them into bytes for the kerne
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 from .errors import Error
@@ -56,9 +57,11 @@ class Problem:
 
 @dataclass(frozen=True)
 class Layout:
-    """Parts per axis over the padded extent; `padded[a]` is that extent."""
+    """Parts per axis over the padded extent; `padded[a]` is that extent. An axis may instead
+    map each index to an offset through a table (`gather`); the normaliser then unrolls it."""
     parts: tuple
     padded: tuple
+    tables: tuple = ()  # per axis: None, or a tuple of offsets (empty: no tables)
 
     @classmethod
     def of_desc(cls, md) -> "Layout":
@@ -68,8 +71,50 @@ class Layout:
     def strided(cls, dims, strides) -> "Layout":
         return cls(tuple(((d, s),) for d, s in zip(dims, strides)), tuple(dims))
 
+    def split(self, axis, inner) -> "Layout | None":
+        """The axis split in two: (index // inner, index % inner), or None when a part of the
+        axis straddles `inner` unevenly (e.g. a 16c block split at 24)."""
+        hi, lo, ext = [], [], 1
+        for n, s in reversed(self.parts[axis]):
+            if ext >= inner:
+                hi.insert(0, (n, s))
+            elif ext * n <= inner:
+                lo.insert(0, (n, s))
+                ext *= n
+            else:  # the part holds the boundary: split it there, if it divides evenly
+                f = inner // ext
+                if inner % ext or n % f:
+                    return None
+                lo.insert(0, (f, s))
+                hi.insert(0, (n // f, s * f))
+                ext *= f
+        if ext != inner:
+            return None
+        hi = hi or [(1, 0)]
+        padded = tuple(math.prod(n for n, _ in side) for side in (hi, lo))
+        return Layout(self.parts[:axis] + (tuple(hi), tuple(lo)) + self.parts[axis + 1:],
+                      self.padded[:axis] + padded + self.padded[axis + 1:])
+
+    def swap(self, axis) -> "Layout":
+        """Axes `axis` and `axis + 1` exchanged."""
+        parts, padded = list(self.parts), list(self.padded)
+        for seq in (parts, padded):
+            seq[axis], seq[axis + 1] = seq[axis + 1], seq[axis]
+        return Layout(tuple(parts), tuple(padded))
+
+    def gather(self, axis, indices) -> "Layout":
+        """Index i of the axis reads what index indices[i] read (a permutation of the axis)."""
+        tables = list(self.tables or (None,) * len(self.parts))
+        tables[axis] = tuple(self.offset(axis, int(i)) for i in indices)
+        return Layout(self.parts, self.padded, tuple(tables))
+
+    def table(self, axis):
+        return self.tables[axis] if self.tables else None
+
     def levels(self, axis):
         """Index extents at which the axis' parts start, innermost (1) first."""
+        if self.table(axis) is not None:
+            return [1]
         out, ext = [], 1
         for n, _ in reversed(self.parts[axis]):
             out.append(ext)
@@ -78,6 +123,8 @@ class Layout:
 
     def stride(self, axis, level):
         """Offset step of moving the axis index by `level` (a multiple of a part's unit)."""
+        if self.table(axis) is not None:
+            return 0  # unrolled: its nodes have size 1
         ext = 1
         parts = self.parts[axis]
         for i, (n, s) in enumerate(reversed(parts)):
@@ -86,6 +133,8 @@ class Layout:
             ext *= n
 
     def offset(self, axis, index):
+        if self.table(axis) is not None:
+            return self.table(axis)[index]
         off = 0
         for n, s in reversed(self.parts[axis]):
             off += (index % n) * s
@@ -103,9 +152,12 @@ def _chain(axis, dims, *layouts):
     return levels
 
 
-def _boxes(lo, hi, levels):
+def _boxes(lo, hi, levels, unroll=False):
     """[lo, hi) as aligned boxes (start, count, level index): each box is `count` steps of
-    levels[j] that stay inside one block of the next level (the top level is unbounded)."""
+    levels[j] that stay inside one block of the next level (the top level is unbounded).
+    Unrolled: one box per index."""
+    if unroll:
+        return [(i, 1, 0) for i in range(lo, hi)]
     out = []
     while lo < hi:
         j = max(i for i, lv in enumerate(levels) if lo % lv == 0 and lo + lv <= hi)
@@ -147,8 +199,9 @@ def _pieces(ranges, src, dst, scl, zero):
     """The product over axes of the boxes of each axis' range."""
     per_axis = []
     for axis, (lo, hi, levels) in enumerate(ranges):
+        unroll = any(lay and lay.table(axis) is not None for lay in (src, dst))
         per_axis.append([_axis_nodes(axis, b, levels, src, dst, scl)
-                         for b in _boxes(lo, hi, levels)])
+                         for b in _boxes(lo, hi, levels, unroll)])
     out = []
     for combo in itertools.product(*per_axis):
         nodes = [n for _, ns in combo for n in ns]

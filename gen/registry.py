@@ -50,10 +50,18 @@ def module():
     return _module(isa())
 
 
+# Ops that run on the reorder's data-movement kernels (no conversion).
+MOVERS = ("shuffle_channels", "shuffle_channels_backward")
+
+
 def kernels(op=None):
-    """Descriptions of every built kernel, of every tier."""
-    return [s.describe() for tier in TIERS for s in space.kernels(tier)
-            if op is None or s.op == op]
+    """Descriptions of every built kernel of every tier, once per op that uses it."""
+    out = []
+    for tier in TIERS:
+        for s in space.kernels(tier):
+            uses = (s.op,) + (MOVERS if s.op == "reorder" and not s.cvt else ())
+            out += [dict(s.describe(), op=use) for use in uses if op is None or use == op]
+    return out
 
 
 def choose(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: bool = True):
@@ -78,6 +86,13 @@ def choose(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: bool
         if units:
             b = units[-1]
             return spec("tile"), inner, b, [n for n in nodes[:-1] if n is not b]
+    if not (zero or convert or pad) and inner.dst == 1 and inner.n in space.GROUPS:
+        rows = [n for n in nodes[:-1] if n.src == 1 and n.dst == inner.n]
+        if rows:
+            b = rows[-1]
+            spec = space.KernelSpec("reorder", "interleave", esize, False, tier,
+                                    groups=inner.n)
+            return spec, inner, b, [n for n in nodes[:-1] if n is not b]
     b, outer = (nodes[-2], nodes[:-2]) if len(nodes) > 1 else (Node(1, 0, 0), [])
     if inner.dst == 1 and (zero or inner.src == 1):
         if convert:

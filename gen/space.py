@@ -3,7 +3,9 @@
 Kinds (the innermost work once a problem is normalised, see registry.choose):
 - run:     a run contiguous on both sides, moved as bytes (or zero-filled);
 - tile:    a 2-D tile whose unit strides differ (register transpose, line-whole stores);
-- strided: the innermost node with any strides, element by element (or zero-filled).
+- strided: the innermost node with any strides, element by element (or zero-filled);
+- interleave: a few rows (2, 4 or 8) of a src-contiguous node interleaved into one contiguous
+  dst run (channels-last with few channels, ShuffleChannels in channels-last).
 Each kind also comes per conversion (src dtype -> dst dtype of the table, scales, zero points,
 sum): the same template with the conversion of convert.h.j2 fused in.
 """
@@ -15,7 +17,8 @@ from .dtypes import TABLE
 from .isa import TIERS
 
 ESIZES = (1, 2, 4, 8)
-KINDS = ("run", "tile", "strided")
+KINDS = ("run", "tile", "strided")  # the kinds that also convert
+GROUPS = (2, 4, 8)  # rows of the interleave kind
 TILE_WIDTH = {1: 16, 2: 8, 4: 8, 8: 4}  # tile is W x W elements; a row is one register
 LINE = 64  # bytes: the tile kernel writes whole cache lines of the destination
 
@@ -29,6 +32,7 @@ class KernelSpec:
     isa: str
     src: "str | None" = None  # conversions: the dtype names; esize is the dst's size
     dst: "str | None" = None
+    groups: int = 0  # interleave: rows interleaved
 
     @property
     def cvt(self) -> str:
@@ -43,7 +47,8 @@ class KernelSpec:
     def name(self) -> str:
         zero = "_zero" if self.zero else ""
         elems = f"_{self.cvt}" if self.cvt else f"_e{self.esize}"
-        return f"{self.op}_{self.kind}{zero}{elems}_{self.isa}"
+        groups = self.groups or ""
+        return f"{self.op}_{self.kind}{groups}{zero}{elems}_{self.isa}"
 
     @property
     def tile(self) -> int:
@@ -59,9 +64,16 @@ class KernelSpec:
         """The register type of the tile rows, or None (portable C)."""
         return TIERS[self.isa].vectors.get(self.tile * self.esize)
 
+    @property
+    def lanes(self) -> int:
+        """Interleave: elements of each row per vector step (one widest register)."""
+        vectors = TIERS[self.isa].vectors
+        return max(vectors) // self.esize if vectors else 1
+
     def describe(self) -> dict:
         layout = {"run": "contiguous run", "strided": "strided elements",
-                  "tile": f"{self.tile}x{self.tile} transpose tile"}[self.kind]
+                  "tile": f"{self.tile}x{self.tile} transpose tile",
+                  "interleave": f"{self.groups} rows interleaved"}[self.kind]
         if self.cvt:
             dtypes = f"{self.src}->{self.dst}"
         else:
@@ -75,6 +87,8 @@ def kernels(isa: str):
     out = [KernelSpec("reorder", "run", 1, zero, isa) for zero in (False, True)]
     out += [KernelSpec("reorder", "tile", e, False, isa) for e in ESIZES]
     out += [KernelSpec("reorder", "strided", e, zero, isa) for e in ESIZES for zero in (False, True)]
+    out += [KernelSpec("reorder", "interleave", e, False, isa, groups=g)
+            for e in ESIZES for g in GROUPS]
     for s, d in conversions():
         out += [KernelSpec("reorder", kind, TABLE[d].size, False, isa, s, d) for kind in KINDS]
     return out

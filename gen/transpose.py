@@ -1,4 +1,4 @@
-"""The register transpose network of the tile kernel, built and checked by simulation.
+"""The register networks of the tile and interleave kernels, built and checked by simulation.
 
 A W x W tile of E-byte elements sits in W vector registers of W*E bytes (one row each).
 Where the ISA can load two half-registers at once, the lane-crossing stage is folded into the
@@ -78,3 +78,48 @@ def network(vector, esize, row_addr, prefix="", first_row=0):
         assert cells == [(r, col) for r in range(w)], f"not a transpose: {cells}"
         columns[name] = col
     return stmts, columns
+
+
+def interleave(vector, esize, groups, row_addr, dst_addr):
+    """C statements that interleave `groups` rows of W elements (row g at
+    `row_addr.format(row=g)`) into groups * W contiguous elements at `dst_addr` (element b of
+    row g goes to b * groups + g). log2(groups) stages interleave register i with
+    i + groups/2; where the ops work within lanes, the stores put the lanes back in order
+    (joining two lanes with `vector.lanes`). Checked by simulation like `network`."""
+    w = vector.nbytes // esize
+    names = [f"r{g}" for g in range(groups)]
+    rows = [[(g, b) for b in range(w) for _ in range(esize)] for g in range(groups)]
+    stmts = [f"const {vector.ctype} r{g} = {vector.load}((const {vector.ctype} *)"
+             f"({row_addr.format(row=g)}));" for g in range(groups)]
+    op, half, stage = vector.interleave[esize], groups // 2, 0
+    while 1 << stage < groups:
+        new_rows, new_names = [], []
+        for i in range(half):
+            a, b = names[i], names[i + half]
+            for high, fmt in ((False, op.lo), (True, op.hi)):
+                name = f"s{stage}_{len(new_names)}"
+                stmts.append(f"const {vector.ctype} {name} = {fmt.format(a=a, b=b)};")
+                new_rows.append(_interleave(rows[i], rows[i + half], esize, op.lane, high))
+                new_names.append(name)
+        rows, names, stage = new_rows, new_names, stage + 1
+    # where each lane of each register goes in dst (in elements)
+    lane = op.lane
+    place = {}
+    for name, row in zip(names, rows):
+        for k in range(0, vector.nbytes, lane):
+            cells = [(g, b) for g, b in row[k:k + lane:esize]]
+            start = cells[0][1] * groups + cells[0][0]
+            assert [b * groups + g for g, b in cells] == list(range(start, start + len(cells)))
+            place[start * esize] = (name, k // lane)
+    per = vector.nbytes // lane  # lanes per register
+    for out in range(0, groups * w * esize, vector.nbytes):
+        parts = [place[out + i * lane] for i in range(per)]
+        if parts == [(parts[0][0], i) for i in range(per)]:
+            reg = parts[0][0]
+        else:
+            (ra, la), (rb, lb) = parts  # two lanes: join them
+            reg = f"o{out // vector.nbytes}"
+            stmts.append(f"const {vector.ctype} {reg} = "
+                         f"{vector.lanes.format(a=ra, b=rb, imm=la | (2 + lb) << 4)};")
+        stmts.append(f"{vector.store}(({vector.ctype} *)({dst_addr} + {out}), {reg});")
+    return stmts
