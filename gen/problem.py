@@ -90,7 +90,7 @@ class Layout:
                 ext *= f
         if ext != inner:
             return None
-        hi = hi or [(1, 0)]
+        hi, lo = hi or [(1, 0)], lo or [(1, 0)]
         padded = tuple(math.prod(n for n, _ in side) for side in (hi, lo))
         return Layout(self.parts[:axis] + (tuple(hi), tuple(lo)) + self.parts[axis + 1:],
                       self.padded[:axis] + padded + self.padded[axis + 1:])
