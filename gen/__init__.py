@@ -6,9 +6,11 @@ from .errors import Error
 from .layout import MemoryDesc
 from .memory import Memory
 from .ops.reorder import Reorder, reorder
+from .ops.resample import Resample, ResampleBackward, resample, resample_backward
 from .ops.shuffle import ShuffleChannels, shuffle_channels, shuffle_channels_backward
 from .registry import isa, kernels
 from .runtime import set_num_threads
 
 __all__ = ["Error", "MemoryDesc", "Memory", "Reorder", "reorder", "ShuffleChannels",
-           "shuffle_channels", "shuffle_channels_backward", "isa", "kernels", "set_num_threads"]
+           "shuffle_channels", "shuffle_channels_backward", "Resample", "ResampleBackward",
+           "resample", "resample_backward", "isa", "kernels", "set_num_threads"]

@@ -11,17 +11,26 @@ not have) is skipped with a note on stderr and exit status 1.
 `--peers` also times, on the same cases and source values, one subprocess per thread count each:
 - oneDNN v3.13 through ../shared/peers/onednn/dnnl.py (directory overridable with
   GEN_PEERS_DIR, venv with PEERS_VENV), attributes passed as oneDNN runtime src scales (same
-  mask), zero points and a sum post-op; "vs onednn" = oneDNN time / gen time (> 1: gen is faster);
+  mask), zero points and a sum post-op; shuffles as oneDNN's shuffle on the same nchw / nhwc
+  memory with group_size = C / group (its group_size is the size of a group, OpenVINO's group
+  their number); "vs onednn" = oneDNN time / gen time (> 1: gen is faster);
 - PyTorch (venv PEERS2_VENV, default /tmp/peers2; torch.set_num_threads) for the conversions it
   has between plain contiguous tensors: `quantize_per_tensor`, `.to(bfloat16 / float16)`,
-  `dequantize` (each allocates its result, as these calls do, from a warm heap: see
-  torch_times); "vs torch" likewise.
+  `dequantize`, and `F.channel_shuffle` on a contiguous (nchw) or channels_last (nhwc) tensor,
+  which keeps the layout (each allocates its result, as these calls do, from a warm heap: see
+  torch_times); "vs torch" likewise;
+- OpenVINO (same venv) on the shuffles: a compiled one-op ShuffleChannels model with
+  INFERENCE_NUM_THREADS, input and output bound to preallocated tensors, timed as a synchronous
+  infer. Its tensors have no layout, so an nhwc case is the same memory seen as an
+  (N, H, W, C) tensor shuffled on axis 3; "vs openvino" likewise.
+Each peer's shuffle is first checked against the NumPy reference on a small tensor of the same
+channels and group (shuffle_check); a peer that fails it gets no time for that case.
 A missing peer gives a note on stderr and no columns: gen never needs them.
 
-A case is a `Case(name, make, peer, torch)`: `make()` returns (run_fn, bytes_read,
-bytes_written, kernel_name) with `run_fn()` doing one call; `peer` is (dnnl.bench kind, args,
-kwargs) or None; `torch` is a spec for _TORCH_SCRIPT or None.
-Add cases (shuffles, resampling) to CASES.
+A case is a `Case(name, make, onednn, torch, openvino)`: `make()` returns (run_fn, bytes_read,
+bytes_written, kernel_name) with `run_fn()` doing one call; `onednn` is (dnnl.bench kind, args,
+kwargs) or None; `torch` and `openvino` are specs for _TORCH_SCRIPT and _OPENVINO_SCRIPT or None.
+Add cases (resampling) to CASES.
 """
 import json
 import os
@@ -37,7 +46,7 @@ import numpy as np
 
 import gen
 
-Case = namedtuple("Case", "name make peer torch")
+Case = namedtuple("Case", "name make onednn torch openvino", defaults=(None,))
 
 WARM_S = 0.03         # untimed calls at the start of each round
 ROUND_S = 0.05        # timed calls per round before switching to the other function
@@ -117,8 +126,27 @@ def reorder_case(dims, src_tag, dst_tag, src_dt="f32", dst_dt=None, *, scales=No
         dnnl_kw["dst_zp"] = dst_zero_point
     if sum_scale is not None:
         dnnl_kw["sum_beta"] = sum_scale
-    peer = ("reorder", [list(dims), src_tag, dst_tag, src_dt, dst_dt], dnnl_kw)
-    return Case(name, make, peer, torch_equivalent(dims, src_tag, dst_tag, src_dt, dst_dt, attrs))
+    onednn = ("reorder", [list(dims), src_tag, dst_tag, src_dt, dst_dt], dnnl_kw)
+    return Case(name, make, onednn,
+                torch_equivalent(dims, src_tag, dst_tag, src_dt, dst_dt, attrs))
+
+
+def shuffle_case(dims, group, layout):
+    """A Case timing gen.ShuffleChannels forward on the channels (logical axis 1) of an f32
+    Memory of `dims` (N, C, H, W) stored `layout` (nchw or nhwc)."""
+    name = "f32 shuffle %s %s g%d" % (layout, "x".join(map(str, dims)), group)
+
+    def make():
+        md = gen.MemoryDesc(dims, "f32", layout)
+        prim = gen.ShuffleChannels(md, axis=1, group=group)
+        src = gen.Memory.from_array(source_data(dims, "f32"), layout)
+        dst = gen.Memory(md)
+        return (lambda: prim(src, dst)), md.nbytes, md.nbytes, prim.kernel
+
+    spec = {"dims": list(dims), "group": group, "layout": layout}
+    # oneDNN's group_size is the size of a group: C / group; check_group is what it must equal
+    onednn = ("shuffle", [list(dims), 1, dims[1] // group, layout, "f32"], {"check_group": group})
+    return Case(name, make, onednn, dict(spec, op="channel_shuffle"), spec)
 
 
 _SHAPES = [(32, 64, 56, 56), (8, 256, 28, 28), (1, 3, 224, 224)]
@@ -134,7 +162,9 @@ CASES = [reorder_case(shape, s, d) for s, d in _PAIRS for shape in _SHAPES] + [
     reorder_case(_CONV, "nchw", "nchw", "f32", "f16"),
     reorder_case(_CONV, "nchw", "nchw", "s8", "f32", scales=[0.04], src_zero_point=3),
     reorder_case(_CONV, "nchw", "nChw16c", "f32", "s8", scales=_CHANNEL_SCALES, scale_mask=2),
-]
+] + [shuffle_case(dims, group, layout)
+     for dims, group in [((32, 256, 28, 28), 4), ((1, 116, 28, 28), 2)]
+     for layout in ("nchw", "nhwc")]
 
 
 def copy_ceiling(nbytes):
@@ -168,13 +198,30 @@ def median_times(fns, min_time, repeat):
 # ---------------------------------------------------------------------------- peers
 # Each script reads {"cases": [spec, ...], "min_time", "repeat"} on stdin and prints one JSON
 # list: per spec [median seconds, implementation] or an error message.
-_ONEDNN_SCRIPT = """
+_SHUFFLE_CHECK = """
+import numpy as np
+
+def shuffle_check(run, channels, group):
+    # raise unless run(x), logical NCHW f32 in and out, is the NumPy reference of
+    # ShuffleChannels(group) on a small x
+    n, h, w = 2, 3, 5
+    x = np.random.default_rng(1).uniform(-4, 4, (n, channels, h, w)).astype(np.float32)
+    want = x.reshape(n, group, channels // group, h * w).transpose(0, 2, 1, 3).reshape(x.shape)
+    if not np.array_equal(np.asarray(run(x)), want):
+        raise AssertionError("not ShuffleChannels(group=%d) on %s" % (group, x.shape))
+"""
+
+_ONEDNN_SCRIPT = _SHUFFLE_CHECK + """
 import json, sys
 import dnnl
 req = json.load(sys.stdin)
 out = []
 for kind, args, kw in req["cases"]:
     try:
+        if kind == "shuffle":
+            # args: dims, axis, group_size, tag, dt
+            shuffle_check(lambda x: dnnl.shuffle(x, *args[1:]).logical, args[0][1],
+                          kw.pop("check_group"))
         r = dnnl.bench(kind, tuple(args[0]), *args[1:], n=req["repeat"], min_time=req["min_time"],
                        **kw)
         out.append([r["median_s"], r["impl"]])
@@ -183,11 +230,12 @@ for kind, args, kw in req["cases"]:
 print(json.dumps(out))
 """
 
-_TORCH_SCRIPT = """
+# The peers timed in Python (PyTorch, OpenVINO) are _TIMED_HEAD + _SHUFFLE_CHECK + a
+# `call(spec)` returning (run_fn, impl) + _TIMED_LOOP.
+_TIMED_HEAD = """
 import json, os, statistics, sys, time
 import numpy as np
-import torch
-torch.set_num_threads(int(os.environ["PEER_NTHR"]))
+nthr = int(os.environ["PEER_NTHR"])
 req = json.load(sys.stdin)
 
 def source(dims, dt):
@@ -199,7 +247,42 @@ def source(dims, dt):
         return rng.integers(0, 256, size=dims).astype(np.uint8)
     return rng.uniform(-4, 4, size=dims).astype(np.float32)
 
+def median_s(fn):
+    for _ in range(5):
+        fn()
+    ts, start = [], time.perf_counter()
+    while len(ts) < req["repeat"] or time.perf_counter() - start < req["min_time"]:
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+"""
+
+_TIMED_LOOP = """
+out = []
+for spec in req["cases"]:
+    try:
+        fn, impl = call(spec)
+        out.append([median_s(fn), impl])
+    except Exception as e:
+        out.append("%s: %s" % (type(e).__name__, e))
+print(json.dumps(out))
+"""
+
+_TORCH_SCRIPT = _TIMED_HEAD + _SHUFFLE_CHECK + """
+import torch
+torch.set_num_threads(nthr)
+
 def call(spec):
+    if spec["op"] == "channel_shuffle":
+        # channels_last: the logical NCHW tensor stored NHWC; the result keeps that layout
+        fmt = torch.channels_last if spec["layout"] == "nhwc" else torch.contiguous_format
+        g = spec["group"]
+        shuffle_check(lambda a: torch.nn.functional.channel_shuffle(
+            torch.from_numpy(a).contiguous(memory_format=fmt), g).numpy(), spec["dims"][1], g)
+        x = torch.from_numpy(source(spec["dims"], "f32")).contiguous(memory_format=fmt)
+        return (lambda: torch.nn.functional.channel_shuffle(x, g),
+                "F.channel_shuffle(%s)" % spec["layout"])
     x = torch.from_numpy(source(spec["dims"], spec["src_dt"]))
     if spec["op"] == "to":
         dt = getattr(torch, spec["dtype"])
@@ -210,26 +293,50 @@ def call(spec):
                 "quantize_per_tensor(%s)" % spec["dtype"])
     q = torch._make_per_tensor_quantized_tensor(x, spec["scale"], spec["zero_point"])
     return q.dequantize, "dequantize"
+""" + _TIMED_LOOP
 
-def median_s(fn):
-    for _ in range(5):
-        fn()
-    ts, start = [], time.perf_counter()
-    while len(ts) < req["repeat"] or time.perf_counter() - start < req["min_time"]:
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+_OPENVINO_SCRIPT = _TIMED_HEAD + _SHUFFLE_CHECK + """
+import openvino as ov
+from openvino import opset13 as ops
+core = ov.Core()
+config = {"INFERENCE_NUM_THREADS": nthr, "INFERENCE_PRECISION_HINT": "f32",
+          "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}
 
-out = []
-for spec in req["cases"]:
-    try:
-        fn, impl = call(spec)
-        out.append([median_s(fn), impl])
-    except Exception as e:
-        out.append("%s: %s" % (type(e).__name__, e))
-print(json.dumps(out))
-"""
+def shuffler(x, layout, group):
+    # (infer, y, impl): infer() shuffles the logical NCHW array x, stored as `layout`, into the
+    # preallocated y (a logical NCHW view); OpenVINO sees the stored order, channels last for nhwc
+    perm = (0, 1, 2, 3) if layout == "nchw" else (0, 2, 3, 1)
+    xs = np.ascontiguousarray(x.transpose(perm))
+    ys = np.empty_like(xs)
+    p = ops.parameter(list(xs.shape), ov.Type.f32)
+    model = ov.Model([ops.shuffle_channels(p, perm.index(1), group)], [p])
+    compiled = core.compile_model(model, "CPU", config)
+    request = compiled.create_infer_request()
+    request.set_input_tensor(ov.Tensor(xs, shared_memory=True))
+    request.set_output_tensor(ov.Tensor(ys, shared_memory=True))
+
+    # a synchronous infer runs in this thread: start_async + wait would add a hand-off to an
+    # OpenVINO thread (~80 us per call at 1 thread); the result is already in ys, not copied
+    def infer():
+        request.infer(share_outputs=True)
+    infer.buffers = xs, ys  # the request reads and writes them in place
+    impl = [o.get_rt_info()["primitiveType"].astype(str)
+            for o in compiled.get_runtime_model().get_ordered_ops()
+            if o.get_rt_info()["layerType"].astype(str) == "ShuffleChannels"]
+    return infer, ys.transpose(np.argsort(perm)), "ShuffleChannels(axis=%d) %s" % (
+        perm.index(1), " ".join(impl))
+
+def call(spec):
+    g, layout = spec["group"], spec["layout"]
+
+    def once(x):
+        infer, y, _ = shuffler(x, layout, g)
+        infer()
+        return y
+    shuffle_check(once, spec["dims"][1], g)
+    infer, _, impl = shuffler(source(spec["dims"], "f32"), layout, g)
+    return infer, impl
+""" + _TIMED_LOOP
 
 
 def peers_dir():
@@ -280,21 +387,29 @@ def onednn_times(cases, threads, min_time, repeat):
         return dict(os.environ, DNNL_PEER_NTHR=str(n), PEERS_VENV=str(venv),
                     PYTHONPATH=str(pdir / "onednn"))
 
-    todo = [(c.name, c.peer) for c in cases if c.peer]
+    todo = [(c.name, c.onednn) for c in cases if c.onednn]
     return peer_times("oneDNN", python, _ONEDNN_SCRIPT, env, todo, threads, min_time, repeat)
+
+
+def peers2_python(label, column):
+    """The python of the PyTorch / OpenVINO venv (PEERS2_VENV, default /tmp/peers2), or None
+    with a note on stderr."""
+    venv = Path(os.environ.get("PEERS2_VENV", "/tmp/peers2"))
+    python = venv / "bin" / "python"
+    if python.exists():
+        return python
+    print("bench: %s peer unavailable (no venv %s, run peers/others/setup.sh); no %s columns"
+          % (label, venv, column), file=sys.stderr)
+    return None
 
 
 def torch_times(cases, threads, min_time, repeat):
     """PyTorch's peer_times on the cases that have a torch equivalent, or {} with a note."""
     todo = [(c.name, c.torch) for c in cases if c.torch]
-    if not todo:
+    python = peers2_python("PyTorch", "torch") if todo else None
+    if python is None:
         return {}
-    venv = Path(os.environ.get("PEERS2_VENV", "/tmp/peers2"))
-    python = venv / "bin" / "python"
-    if not python.exists():
-        print("bench: PyTorch peer unavailable (no venv %s, run peers/others/setup.sh); "
-              "no torch columns" % venv, file=sys.stderr)
-        return {}
+
     # glibc would mmap a result >= 32 MiB afresh each call (dequantize's f32): page faults
     # would dominate; keep freed blocks so every torch result is a warm heap block
     def env(n):
@@ -302,6 +417,20 @@ def torch_times(cases, threads, min_time, repeat):
                     MALLOC_TRIM_THRESHOLD_=str(1 << 30))
 
     return peer_times("PyTorch", python, _TORCH_SCRIPT, env, todo, threads, min_time, repeat)
+
+
+def openvino_times(cases, threads, min_time, repeat):
+    """OpenVINO's peer_times on the cases that have an OpenVINO op, or {} with a note."""
+    todo = [(c.name, c.openvino) for c in cases if c.openvino]
+    python = peers2_python("OpenVINO", "openvino") if todo else None
+    if python is None:
+        return {}
+
+    def env(n):
+        return dict(os.environ, PEER_NTHR=str(n))
+
+    return peer_times("OpenVINO", python, _OPENVINO_SCRIPT, env, todo, threads, min_time,
+                      repeat)
 
 
 # ---------------------------------------------------------------------------- command line
@@ -319,7 +448,7 @@ def add_arguments(parser):
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON to FILE")
     parser.add_argument("--list", action="store_true", help="list the case names and exit")
     parser.add_argument("--peers", action="store_true",
-                        help="also time oneDNN v3.13 (../shared/peers) and PyTorch "
+                        help="also time oneDNN v3.13 (../shared/peers), PyTorch and OpenVINO "
                              "(/tmp/peers2) on the same cases")
 
 
@@ -346,7 +475,7 @@ def busy_cpus():
 
 
 def print_table(rows, peers):
-    """peers: the names of the peer columns to show (onednn, torch)."""
+    """peers: the names of the peer columns to show (onednn, torch, openvino)."""
     cols = [("case", "case", "%s"), ("threads", "threads", "%d"), ("kernel", "kernel", "%s"),
             ("us", "median us", "%.1f"), ("gbps", "GB/s", "%.2f"),
             ("copy_gbps", "copy GB/s", "%.2f"), ("ratio", "ratio", "%.2f")]
@@ -382,7 +511,8 @@ def run(args):
     peers = {}
     if args.peers:
         peers = {"onednn": onednn_times(cases, threads, args.min_time, args.repeat),
-                 "torch": torch_times(cases, threads, args.min_time, args.repeat)}
+                 "torch": torch_times(cases, threads, args.min_time, args.repeat),
+                 "openvino": openvino_times(cases, threads, args.min_time, args.repeat)}
     rows, status = [], 0
     for case in cases:
         try:

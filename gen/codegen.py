@@ -50,7 +50,8 @@ def _tile_context(spec):
 
 
 def render_kernel(spec) -> str:
-    ctx = dict(CHUNKS, spec=spec, isa=TIERS[spec.isa], vector=spec.vector)
+    ctx = dict(CHUNKS, spec=spec, isa=TIERS[spec.isa], vector=spec.vector,
+               dt=TABLE[spec.src] if spec.src else None)
     if spec.kind == "tile":
         ctx.update(_tile_context(spec))
     if spec.kind == "interleave":
@@ -58,7 +59,8 @@ def render_kernel(spec) -> str:
         ctx["vector"] = vector
         ctx["statements"] = interleave(vector, spec.esize, spec.groups, "s + {row} * gs",
                                        "d") if vector else []
-    return _env().get_template(f"{spec.kind}.c.j2").render(ctx)
+    template = "resample.c.j2" if spec.op == "resample" else f"{spec.kind}.c.j2"
+    return _env().get_template(template).render(ctx)
 
 
 def render_module(isa: str, specs) -> str:
@@ -90,10 +92,18 @@ def cdef(specs) -> str:
         "typedef struct { gen_kernel_fn fn; gen_piece piece; } gen_task;",
         "void gen_run(intptr_t src, intptr_t dst, const gen_attr *at, const gen_task *tasks,",
         "             int ntasks, int nthr);",
+        "typedef struct { int64_t nouter; const int64_t *src_outer, *dst_outer, *run;",
+        "  int64_t out[3]; const int64_t *start[3], *soff[3], *doff[3]; const float *w[3];",
+        "  int64_t rows, row_taps; const int32_t *row_off; const float *row_w; } gen_resample;",
+        "typedef void (*gen_resample_fn)(const char *, char *, const gen_resample *, int, int);",
+        "void gen_resample_run(intptr_t src, intptr_t dst, const gen_resample *r,",
+        "                      gen_resample_fn fn, int nthr);",
     ]
     lines += [f"int gen_cpu_has_{t}(void);" for t in TIERS]
-    lines += [f"void {s.name}(const char *, char *, const gen_piece *, const gen_attr *, int, int);"
-              for s in specs]
+    for s in specs:
+        args = "const gen_resample *" if s.op == "resample" else \
+            "const gen_piece *, const gen_attr *"
+        lines.append(f"void {s.name}(const char *, char *, {args}, int, int);")
     return "\n".join(lines)
 
 

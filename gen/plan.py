@@ -12,7 +12,7 @@ from collections import namedtuple
 from . import codegen, registry
 from .dtypes import TABLE
 from .errors import Error
-from .problem import Layout, normalise
+from .problem import Layout, Problem, normalise
 
 # A conversion's dtypes, and whether it adds beta * dst (then dst is read).
 Conversion = namedtuple("Conversion", "src dst sum")
@@ -80,3 +80,11 @@ def cached(dims: tuple, src: Layout, dst: Layout, esize: int, dst_nbytes: int,
         runs = n // piece.nodes[-1].n if piece.nodes else 1
         traffic += n * esize + (0 if piece.zero else n * reads) + runs * piece.pad * esize
     return Plan(problem, traffic, dst_nbytes, convert)
+
+
+def zero_fill(dims, dst: Layout, esize: int, dst_nbytes: int) -> Plan:
+    """A plan writing only the padding of `dst` (for ops whose kernels write the real part)."""
+    pieces = tuple(p for p in normalise(dims, dst, dst, esize, fuse=False).pieces if p.zero)
+    problem = Problem(esize, pieces)
+    traffic = sum(math.prod(n.n for n in p.nodes) for p in pieces) * esize
+    return Plan(problem, traffic, dst_nbytes)

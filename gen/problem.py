@@ -138,7 +138,7 @@ class Layout:
         off = 0
         for n, s in reversed(self.parts[axis]):
             off += (index % n) * s
-            index //= n
+            index = index // n
         return off
 
 
@@ -210,9 +210,11 @@ def _pieces(ranges, src, dst, scl, zero):
     return out
 
 
-def normalise(dims, src: Layout, dst: Layout, esize: int, scl: "Layout | None" = None) -> Problem:
+def normalise(dims, src: Layout, dst: Layout, esize: int, scl: "Layout | None" = None,
+              fuse: bool = True) -> Problem:
     """The reorder of logical `dims` from `src` to `dst` as a Problem. `scl`, a plain layout
-    (stride 0 on axes the scales do not depend on), indexes the reorder's scales."""
+    (stride 0 on axes the scales do not depend on), indexes the reorder's scales. `fuse`:
+    padding that continues a copied run is written by the copy piece."""
     nd = len(dims)
     copy = [(0, dims[a], _chain(a, dims, src, dst)) for a in range(nd)]
     pieces = _pieces(copy, src, dst, scl, False)
@@ -223,7 +225,7 @@ def normalise(dims, src: Layout, dst: Layout, esize: int, scl: "Layout | None" =
         ranges = [(0, dims[b] if b < a else dst.padded[b], dst.levels(b)) for b in range(nd)]
         ranges[a] = (dims[a], dst.padded[a], dst.levels(a))
         pieces += _pieces(ranges, None, dst, None, True)
-    return Problem(esize, tuple(_fuse_padding(pieces)))
+    return Problem(esize, tuple(_fuse_padding(pieces) if fuse else pieces))
 
 
 def _fuse_padding(pieces):

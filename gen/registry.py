@@ -60,6 +60,8 @@ def kernels(op=None):
     for tier in TIERS:
         for s in space.kernels(tier):
             uses = (s.op,) + (MOVERS if s.op == "reorder" and not s.cvt else ())
+            if s.op == "resample":
+                uses = ("resample",) + (("resample_backward",) if s.kind == "linear" else ())
             out += [dict(s.describe(), op=use) for use in uses if op is None or use == op]
     return out
 

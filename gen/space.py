@@ -19,6 +19,7 @@ from .isa import TIERS
 ESIZES = (1, 2, 4, 8)
 KINDS = ("run", "tile", "strided")  # the kinds that also convert
 GROUPS = (2, 4, 8)  # rows of the interleave kind
+RESAMPLE_DTYPES = ("f32", "bf16", "f16", "s8", "u8")
 TILE_WIDTH = {1: 16, 2: 8, 4: 8, 8: 4}  # tile is W x W elements; a row is one register
 LINE = 64  # bytes: the tile kernel writes whole cache lines of the destination
 
@@ -47,6 +48,8 @@ class KernelSpec:
     def name(self) -> str:
         zero = "_zero" if self.zero else ""
         elems = f"_{self.cvt}" if self.cvt else f"_e{self.esize}"
+        if self.op == "resample" and self.src:
+            elems = f"_{self.src}"  # one dtype on both sides
         groups = self.groups or ""
         return f"{self.op}_{self.kind}{groups}{zero}{elems}_{self.isa}"
 
@@ -73,8 +76,12 @@ class KernelSpec:
     def describe(self) -> dict:
         layout = {"run": "contiguous run", "strided": "strided elements",
                   "tile": f"{self.tile}x{self.tile} transpose tile",
-                  "interleave": f"{self.groups} rows interleaved"}[self.kind]
-        if self.cvt:
+                  "interleave": f"{self.groups} rows interleaved",
+                  "nearest": "any layout, nearest forward (copies)",
+                  "linear": "any layout, weighted taps in f32"}[self.kind]
+        if self.op == "resample":
+            dtypes = self.src or f"any {self.esize}-byte"
+        elif self.cvt:
             dtypes = f"{self.src}->{self.dst}"
         else:
             dtypes = "any" if self.kind == "run" else f"any {self.esize}-byte"
@@ -91,6 +98,9 @@ def kernels(isa: str):
             for e in ESIZES for g in GROUPS]
     for s, d in conversions():
         out += [KernelSpec("reorder", kind, TABLE[d].size, False, isa, s, d) for kind in KINDS]
+    out += [KernelSpec("resample", "nearest", e, False, isa) for e in (1, 2, 4)]
+    out += [KernelSpec("resample", "linear", TABLE[d].size, False, isa, d, d)
+            for d in RESAMPLE_DTYPES]
     return out
 
 

@@ -1,0 +1,393 @@
+"""Resampling (API.md "Resampling"): nearest and linear, 1D/2D/3D, forward and backward.
+
+Per spatial axis the taps of every output coordinate (source index and weight) are computed
+once per problem with exact integer arithmetic on the position
+`pos = ((2o + 1) * in - out) / (2 * out)`, so no tie is decided by float rounding. The kernel
+gathers, per output element, the product of its axes' taps. The backward op is the exact
+adjoint: the same kernel with each axis' taps transposed (per diff_src coordinate, every
+diff_dst coordinate that read it), so it needs no atomics and every thread count gives the
+same bits.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import dtypes, plan, registry, runtime, space
+from ..errors import Error
+from ..layout import MemoryDesc
+from ..memory import Memory, Operand
+from ..problem import Layout
+from .reorder import reorder
+
+ALGS = ("nearest", "linear")
+# Channels-last by rank: the format "any" picks (runs of channels vectorise).
+CHANNELS_LAST = {3: "nwc", 4: "nhwc", 5: "ndhwc"}
+
+
+def axis_taps(size_in: int, size_out: int, alg: str):
+    """Forward taps of one axis: (index, weight) arrays of shape (size_out, taps)."""
+    o = np.arange(size_out, dtype=np.int64)
+    if alg == "nearest":  # round half away from zero of pos >= -1/2: floor(pos + 1/2)
+        index = ((2 * o + 1) * size_in) // (2 * size_out)
+        return index[:, None], np.ones((size_out, 1), np.float32)
+    num, den = (2 * o + 1) * size_in - size_out, 2 * size_out  # pos = num / den
+    i0 = num // den
+    frac = (num - i0 * den) / den
+    index = np.clip(np.stack([i0, i0 + 1], 1), 0, size_in - 1)
+    weight = np.stack([1.0 - frac, frac], 1).astype(np.float32)
+    return index, weight
+
+
+@dataclass
+class _Axis:
+    """The tables of one spatial axis of a problem, in the kernel's terms."""
+    start: np.ndarray  # int64, out + 1: taps of output coordinate o are start[o]..start[o+1]
+    src: np.ndarray  # int64 source index per tap
+    weight: np.ndarray  # float32 per tap
+    out: int
+
+
+def _forward_axis(size_in, size_out, alg) -> _Axis:
+    index, weight = axis_taps(size_in, size_out, alg)
+    taps = index.shape[1]
+    return _Axis(np.arange(size_out + 1, dtype=np.int64) * taps, index.ravel(),
+                 weight.ravel(), size_out)
+
+
+def _backward_axis(size_in, size_out, alg) -> _Axis:
+    """Transposed taps: per input coordinate, the output coordinates that read it."""
+    index, weight = axis_taps(size_in, size_out, alg)
+    outs = np.repeat(np.arange(size_out, dtype=np.int64), index.shape[1])
+    order = np.argsort(index.ravel(), kind="stable")
+    ins = index.ravel()[order]
+    start = np.searchsorted(ins, np.arange(size_in + 1)).astype(np.int64)
+    return _Axis(start, outs[order], weight.ravel()[order], size_in)
+
+
+@dataclass(frozen=True)
+class _Key:
+    dims_in: tuple  # dims of the kernel's source
+    dims_out: tuple
+    src: Layout
+    dst: Layout
+    dtype: object
+    alg: str
+    backward: bool
+
+
+class _Plan:
+    """One resampling problem bound to its kernel: the C tables and the dst padding."""
+
+    def __init__(self, key: _Key, dst_nbytes: int):
+        mod = registry.module()
+        ffi = mod.ffi
+        esize = dtypes.itemsize(key.dtype)
+        nsp = len(key.dims_in) - 2
+        fwd_in, fwd_out = (key.dims_out, key.dims_in) if key.backward else \
+            (key.dims_in, key.dims_out)
+        make = _backward_axis if key.backward else _forward_axis
+        axes = [make(fwd_in[2 + k], fwd_out[2 + k], key.alg) for k in range(nsp)]
+        axes = [_Axis(np.array([0, 1]), np.zeros(1, np.int64), np.ones(1, np.float32), 1)
+                ] * (3 - nsp) + axes
+        spatial = [None] * (3 - nsp) + list(range(2, 2 + nsp))
+        nearest = key.alg == "nearest" and not key.backward
+        spec = space.KernelSpec("resample", "nearest" if nearest else "linear",
+                                esize, False, registry.isa(),
+                                *(() if nearest else (key.dtype, key.dtype)))
+        self.kernel = spec.name
+        self._fn = ffi.addressof(mod.lib, spec.name)
+        self._run = mod.lib.gen_resample_run
+        r = ffi.new("gen_resample *")
+        keep = []
+
+        def c_array(ctype, values, numpy_type):
+            arr = np.ascontiguousarray(values, numpy_type)
+            keep.append(arr)
+            return ffi.cast(f"const {ctype} *", arr.ctypes.data)
+
+        for k, (ax, axis) in enumerate(zip(axes, spatial)):
+            r.out[k] = ax.out
+            r.start[k] = c_array("int64_t", ax.start, np.int64)
+            r.w[k] = c_array("float", ax.weight, np.float32)
+            src_off = _offsets(key.src, axis, ax.src) * esize
+            dst_off = _offsets(key.dst, axis, np.arange(ax.out)) * esize
+            r.soff[k] = c_array("int64_t", src_off, np.int64)
+            r.doff[k] = c_array("int64_t", dst_off, np.int64)
+        outer_src, outer_dst, runs = _outer(key.dims_out, key.src, key.dst)
+        r.nouter = runs.size
+        r.src_outer = c_array("int64_t", outer_src * esize, np.int64)
+        r.dst_outer = c_array("int64_t", outer_dst * esize, np.int64)
+        r.run = c_array("int64_t", runs, np.int64)
+        self._rows(r, axes[2], src_off, dst_off, runs, esize, nearest, c_array)
+        self._r, self._keep = r, keep
+        # outer positions x rows of the last axis: the work, per thread of at least a row
+        self.items = runs.size * axes[0].out * axes[1].out
+        zero = _padding_plan(key.dims_out, key.dst, esize, dst_nbytes)
+        self._zero = zero
+
+    @staticmethod
+    def _rows(r, last: _Axis, src_off, dst_off, runs, esize, nearest, c_array):
+        """Rows: one channel per outer position, the last axis contiguous in dst and a fixed
+        number of taps: the kernel then gathers 8 elements per step."""
+        taps = np.diff(last.start)
+        ok = (np.all(runs == 1) and np.array_equal(dst_off, np.arange(last.out) * esize)
+              and taps.size and np.all(taps == taps[0])
+              and np.abs(src_off).max(initial=0) < 2**31)
+        r.rows = int(bool(ok))
+        if ok:
+            t = int(taps[0])
+            r.row_taps = t
+            r.row_off = c_array("int32_t", src_off.reshape(last.out, t).T, np.int32)
+            r.row_w = c_array("float", last.weight.reshape(last.out, t).T, np.float32)
+
+    def run(self, src_addr, dst_addr, threads):
+        nthr = max(1, min(threads, self.items))
+        self._run(src_addr, dst_addr, self._r, self._fn, nthr)
+        if self._zero is not None:
+            self._zero.run(dst_addr, dst_addr, threads)
+
+
+def _offsets(layout: Layout, axis, index) -> np.ndarray:
+    """Element offsets of the indices of one axis (zeros for a missing spatial axis)."""
+    index = np.asarray(index, np.int64)
+    if axis is None:
+        return np.zeros(index.size, np.int64)
+    if layout.table(axis) is not None:
+        return np.asarray(layout.table(axis), np.int64)[index]
+    return np.asarray(layout.offset(axis, index), np.int64)
+
+
+def _outer(dims, src: Layout, dst: Layout):
+    """Outer positions (n, first channel of a run): offsets on both sides and run lengths.
+    A run is the innermost part of the channel axis when its stride is 1 on both sides."""
+    channels = dims[1]
+    (n_src, s_src), (n_dst, s_dst) = src.parts[1][-1], dst.parts[1][-1]
+    block = n_src if (s_src, s_dst) == (1, 1) and n_src == n_dst and not (
+        src.table(1) or dst.table(1)) else 1
+    firsts = np.arange(0, channels, block)
+    runs = np.minimum(block, channels - firsts)
+    n = np.arange(dims[0])
+    src_n, dst_n = (_offsets(lay, 0, n) for lay in (src, dst))
+    src_c, dst_c = (_offsets(lay, 1, firsts) for lay in (src, dst))
+    return ((src_n[:, None] + src_c[None, :]).ravel(), (dst_n[:, None] + dst_c[None, :]).ravel(),
+            np.tile(runs, dims[0]))
+
+
+def _padding_plan(dims, dst: Layout, esize, dst_nbytes):
+    """The zero fill of a blocked destination's padding (None when it has none)."""
+    if tuple(dst.padded) == tuple(dims):
+        return None
+    return plan.zero_fill(dims, dst, esize, dst_nbytes)
+
+
+_PLANS = {}
+
+
+def _cached(key: _Key, dst_nbytes) -> _Plan:
+    p = _PLANS.get((key, dst_nbytes))
+    if p is None:
+        if len(_PLANS) > 64:
+            _PLANS.clear()
+        p = _PLANS[(key, dst_nbytes)] = _Plan(key, dst_nbytes)
+    return p
+
+
+# ---------------------------------------------------------------- validation
+
+def _alg(alg):
+    if alg not in ALGS:
+        raise Error(f"unknown alg {alg!r}; algs are {', '.join(ALGS)}")
+    return alg
+
+
+def _dtype(dtype):
+    name = dtypes.name(dtype)
+    if name not in space.RESAMPLE_DTYPES:
+        raise Error(f"resampling does not support dtype {name}; it supports "
+                    f"{', '.join(space.RESAMPLE_DTYPES)}")
+    return dtype
+
+
+def _rank(dims):
+    if not 3 <= len(dims) <= 5:
+        raise Error(f"resampling needs rank 3..5 (N, C, 1-3 spatial dims), got rank {len(dims)} "
+                    f"(dims {tuple(dims)})")
+
+
+def _sizes(name, values, nsp):
+    try:
+        values = tuple(values)
+    except TypeError:
+        raise Error(f"{name} must be a sequence of {nsp} sizes, got {values!r}") from None
+    if len(values) != nsp:
+        raise Error(f"{name}={values!r} has {len(values)} entries; the source has {nsp} "
+                    f"spatial dims")
+    for v in values:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, np.integer)):
+            raise Error(f"{name}={values!r}: sizes must be integers, got {v!r}")
+        if v <= 0:
+            raise Error(f"{name}={values!r}: sizes must be positive, got {v}")
+    return tuple(int(v) for v in values)
+
+
+def out_spatial_of(spatial_in, out_spatial, factors):
+    """The output spatial dims from exactly one of out_spatial and factors."""
+    nsp = len(spatial_in)
+    if (out_spatial is None) == (factors is None):
+        raise Error("give exactly one of out_spatial and factors "
+                    f"(got out_spatial={out_spatial!r}, factors={factors!r})")
+    if out_spatial is not None:
+        return _sizes("out_spatial", out_spatial, nsp)
+    try:
+        factors = tuple(float(f) for f in factors)
+    except (TypeError, ValueError):
+        raise Error(f"factors must be a sequence of {nsp} numbers, got {factors!r}") from None
+    if len(factors) != nsp:
+        raise Error(f"factors={factors!r} has {len(factors)} entries; the source has {nsp} "
+                    f"spatial dims")
+    out = []
+    for size, f in zip(spatial_in, factors):
+        if not math.isfinite(f) or f < 0:
+            raise Error(f"factors={factors!r}: a factor must be finite and non-negative, "
+                        f"got {f!r}")
+        n = math.floor(size * f)
+        if n <= 0:
+            raise Error(f"factors={factors!r}: floor({size} * {f!r}) = {n} is an empty output")
+        out.append(n)
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- functional API and primitives
+
+def _source(x) -> Operand:
+    if not isinstance(x, Memory) and np.ndim(x) == 0:
+        raise Error("resampling needs rank 3..5 (N, C, 1-3 spatial dims), got rank 0")
+    src = Operand.of(x)
+    _rank(src.dims)
+    return src
+
+
+def _execute(x, src: Operand, out_dims, alg, backward, format, threads, op):
+    t0 = time.perf_counter()
+    alg = _alg(alg)
+    dtype = _dtype(src.dtype)
+    if format is not None:
+        if not isinstance(format, str):
+            raise Error(f"format must be a format tag string, got {format!r}")
+        if format == "any":  # channels-last: the kernels vectorise along the channels
+            format = CHANNELS_LAST[len(src.dims)]
+            if not (isinstance(x, Memory) and _channels_last(x.desc)):
+                src = Operand.of_memory(reorder(x, format))
+        out = Memory(MemoryDesc(out_dims, dtype, format))
+        dst = Operand.of_memory(out)
+    elif isinstance(x, Memory):
+        out = Memory(_same_format(x.desc, out_dims))
+        dst = Operand.of_memory(out)
+    else:
+        out = np.empty(out_dims, dtypes.numpy_dtype(dtype))
+        dst = Operand.of(out)
+    key = _Key(src.dims, dst.dims, src.layout, dst.layout, dtype, alg, backward)
+    p = _cached(key, dst.hi - dst.lo)
+    p.run(src.addr, dst.addr, runtime.num_threads(threads))
+    if runtime.VERBOSE:
+        _verbose(op, p.kernel, src, dst, alg, t0)
+    return out
+
+
+def _channels_last(desc) -> bool:
+    return desc.format == MemoryDesc(desc.dims, desc.dtype,
+                                     CHANNELS_LAST[desc.ndims]).format
+
+
+def _same_format(desc, dims) -> MemoryDesc:
+    """A descriptor like `desc` (format, or its strides' order) with other dims."""
+    if desc.format is not None:
+        return MemoryDesc(dims, desc.dtype, desc.format)
+    order = sorted(range(desc.ndims), key=lambda a: -desc.strides[a])
+    strides, step = [0] * desc.ndims, 1
+    for a in reversed(order):
+        strides[a], step = step, step * dims[a]
+    return MemoryDesc(dims, desc.dtype, strides=tuple(strides))
+
+
+def _verbose(op, kernel, src: Operand, dst: Operand, alg, t0):
+    fmt = "array" if not isinstance(src.keep, Memory) else (src.keep.desc.format or "strided")
+    runtime.verbose(f"exec,{op},{kernel},src:{dtypes.name(src.dtype)}:{fmt},alg:{alg},"
+                    f"{'x'.join(map(str, src.dims))}->{'x'.join(map(str, dst.dims))},"
+                    f"{(time.perf_counter() - t0) * 1e3:.4f}ms")
+
+
+def resample(src, *, alg="nearest", out_spatial=None, factors=None, format=None, threads=None):
+    """Resample src (NumPy N, C, spatial... -> NumPy; Memory -> Memory of its format)."""
+    s = _source(src)
+    out = out_spatial_of(s.dims[2:], out_spatial, factors)
+    return _execute(src, s, s.dims[:2] + out, alg, False, format, threads, "resample")
+
+
+def resample_backward(diff_dst, *, alg, in_spatial, format=None, threads=None):
+    """diff_src of resampling: the adjoint of the forward op from `in_spatial`."""
+    s = _source(diff_dst)
+    spatial = _sizes("in_spatial", in_spatial, len(s.dims) - 2)
+    return _execute(diff_dst, s, s.dims[:2] + spatial, alg, True, format, threads,
+                    "resample_backward")
+
+
+class _Primitive:
+    op = ""
+
+    def __init__(self, src_desc, dst_desc, alg):
+        for name, d in (("src_desc", src_desc), ("dst_desc", dst_desc)):
+            if not isinstance(d, MemoryDesc):
+                raise Error(f"{name} must be a gen.MemoryDesc, got {d!r}")
+        self.alg = _alg(alg)
+        _rank(src_desc.dims)
+        if src_desc.ndims != dst_desc.ndims or src_desc.dims[:2] != dst_desc.dims[:2]:
+            raise Error(f"the descriptors must differ only in their spatial dims: "
+                        f"{src_desc.dims} and {dst_desc.dims}")
+        if dtypes.name(src_desc.dtype) != dtypes.name(dst_desc.dtype):
+            raise Error(f"the descriptors' dtypes differ: {dtypes.name(src_desc.dtype)} and "
+                        f"{dtypes.name(dst_desc.dtype)}")
+        _dtype(src_desc.dtype)
+        self.src_desc, self.dst_desc = src_desc, dst_desc
+        key = _Key(src_desc.dims, dst_desc.dims, Layout.of_desc(src_desc),
+                   Layout.of_desc(dst_desc), src_desc.dtype, self.alg,
+                   self.op == "resample_backward")
+        self._plan = _Plan(key, dst_desc.nbytes)
+        self.kernel = self._plan.kernel
+
+    def __call__(self, src, dst, *, threads=None):
+        t0 = time.perf_counter()
+        for name, mem, want in (("src", src, self.src_desc), ("dst", dst, self.dst_desc)):
+            if not isinstance(mem, Memory):
+                raise Error(f"{name} must be a gen.Memory, got {type(mem).__name__}")
+            if mem.desc != want:
+                raise Error(f"{name} desc {mem.desc} differs from the primitive's {want}")
+        sa, da = src._addr, dst._addr
+        if sa < da + self.dst_desc.nbytes and da < sa + self.src_desc.nbytes:
+            raise Error("src and dst memory overlap; in-place resampling is not supported")
+        self._plan.run(sa, da, runtime.num_threads(threads))
+        if runtime.VERBOSE:
+            _verbose(self.op, self.kernel, Operand.of_memory(src), Operand.of_memory(dst),
+                     self.alg, t0)
+        return dst
+
+
+class Resample(_Primitive):
+    """`gen.Resample(src_desc, dst_desc, alg=...)`: `p(src_mem, dst_mem)`."""
+    op = "resample"
+
+    def __init__(self, src_desc, dst_desc, alg="nearest"):
+        super().__init__(src_desc, dst_desc, alg)
+
+
+class ResampleBackward(_Primitive):
+    """`gen.ResampleBackward(diff_dst_desc, diff_src_desc, alg=...)`: `p(diff_dst, diff_src)`."""
+    op = "resample_backward"
+
+    def __init__(self, diff_dst_desc, diff_src_desc, alg="nearest"):
+        super().__init__(diff_dst_desc, diff_src_desc, alg)
