@@ -13,24 +13,34 @@ not have) is skipped with a note on stderr and exit status 1.
   GEN_PEERS_DIR, venv with PEERS_VENV), attributes passed as oneDNN runtime src scales (same
   mask), zero points and a sum post-op; shuffles as oneDNN's shuffle on the same nchw / nhwc
   memory with group_size = C / group (its group_size is the size of a group, OpenVINO's group
-  their number); "vs onednn" = oneDNN time / gen time (> 1: gen is faster);
+  their number); resampling as oneDNN's resampling forward (forward_inference) and backward
+  (diff_dst -> diff_src, with a forward_training hint) on the same layout, output size given
+  (factors derived by oneDNN); "vs onednn" = oneDNN time / gen time (> 1: gen is faster);
 - PyTorch (venv PEERS2_VENV, default /tmp/peers2; torch.set_num_threads) for the conversions it
   has between plain contiguous tensors: `quantize_per_tensor`, `.to(bfloat16 / float16)`,
-  `dequantize`, and `F.channel_shuffle` on a contiguous (nchw) or channels_last (nhwc) tensor,
-  which keeps the layout (each allocates its result, as these calls do, from a warm heap: see
-  torch_times); "vs torch" likewise;
-- OpenVINO (same venv) on the shuffles: a compiled one-op ShuffleChannels model with
-  INFERENCE_NUM_THREADS, input and output bound to preallocated tensors, timed as a synchronous
-  infer. Its tensors have no layout, so an nhwc case is the same memory seen as an
-  (N, H, W, C) tensor shuffled on axis 3; "vs openvino" likewise.
-Each peer's shuffle is first checked against the NumPy reference on a small tensor of the same
-channels and group (shuffle_check); a peer that fails it gets no time for that case.
-A missing peer gives a note on stderr and no columns: gen never needs them.
+  `dequantize`; `F.channel_shuffle` on a contiguous (nchw) or channels_last (nhwc) tensor;
+  resampling forward as `F.interpolate(size=..., mode="nearest-exact" | "bilinear" |
+  "trilinear", align_corners=False)` on a contiguous or channels_last(_3d) tensor, backward as
+  the aten op autograd calls for it (`_upsample_nearest_exact2d_backward`,
+  `upsample_bilinear2d_backward`, `upsample_trilinear3d_backward`), called directly so that
+  only the backward is timed. These keep the layout; each allocates its result, as these calls
+  do, from a warm heap (see torch_times); "vs torch" likewise;
+- OpenVINO (same venv) on the shuffles and the resampling forwards: a compiled one-op model
+  (ShuffleChannels; Interpolate-11 with sizes, half_pixel, round_prefer_ceil, no antialias,
+  nearest or linear_onnx, the settings of peers/others/NOTES.md that give oneDNN's semantics)
+  with INFERENCE_NUM_THREADS, input and output bound to preallocated tensors, timed as a
+  synchronous infer. Its tensors have no layout, so an nhwc (ndhwc) case is the same memory seen
+  as an (N, H, W, C) tensor, shuffled on axis 3 or resampled on axes 1, 2 (1, 2, 3);
+  "vs openvino" likewise.
+Each peer's op is first checked against a NumPy reference on a small tensor of the same channels
+and group (shuffle_check) or channels and factors (resample_check: API.md's formula, an exact
+copy for nearest forward, else within 1e-5 relative + 1e-4); a peer that fails it gets no time
+for that case. A missing peer gives a note on stderr and no columns: gen never needs them.
 
 A case is a `Case(name, make, onednn, torch, openvino)`: `make()` returns (run_fn, bytes_read,
 bytes_written, kernel_name) with `run_fn()` doing one call; `onednn` is (dnnl.bench kind, args,
 kwargs) or None; `torch` and `openvino` are specs for _TORCH_SCRIPT and _OPENVINO_SCRIPT or None.
-Add cases (resampling) to CASES.
+Resampling cases count read = src (diff_dst) and written = dst (diff_src).
 """
 import json
 import os
@@ -143,10 +153,34 @@ def shuffle_case(dims, group, layout):
         dst = gen.Memory(md)
         return (lambda: prim(src, dst)), md.nbytes, md.nbytes, prim.kernel
 
-    spec = {"dims": list(dims), "group": group, "layout": layout}
+    spec = {"op": "channel_shuffle", "dims": list(dims), "group": group, "layout": layout}
     # oneDNN's group_size is the size of a group: C / group; check_group is what it must equal
     onednn = ("shuffle", [list(dims), 1, dims[1] // group, layout, "f32"], {"check_group": group})
-    return Case(name, make, onednn, dict(spec, op="channel_shuffle"), spec)
+    return Case(name, make, onednn, spec, spec)
+
+
+def resample_case(src_dims, up, alg, layout, backward=False):
+    """A Case timing gen.Resample from f32 `src_dims` (N, C, spatial...) to every spatial dim
+    doubled (`up`) or halved, both Memories stored `layout`; `backward` times gen.ResampleBackward
+    of that resampling instead (diff_dst of the dst's dims -> diff_src of src_dims)."""
+    dst_dims = tuple(src_dims[:2]) + tuple(d * 2 if up else d // 2 for d in src_dims[2:])
+    name = "f32 resample %s %s %s %s%s" % (alg, layout, "x".join(map(str, src_dims)),
+                                           "up2" if up else "down2", " bwd" if backward else "")
+    in_dims, out_dims = (dst_dims, src_dims) if backward else (src_dims, dst_dims)
+
+    def make():
+        ind, outd = (gen.MemoryDesc(d, "f32", layout) for d in (in_dims, out_dims))
+        prim = (gen.ResampleBackward if backward else gen.Resample)(ind, outd, alg=alg)
+        x = gen.Memory.from_array(source_data(in_dims, "f32"), layout)
+        y = gen.Memory(outd)
+        return (lambda: prim(x, y)), ind.nbytes, outd.nbytes, prim.kernel
+
+    # dnnl.py's args: the input's dims (diff_dst backward), alg, the output's spatial dims
+    onednn = ("resampling_bwd" if backward else "resampling_fwd",
+              [list(in_dims), alg, list(out_dims[2:]), layout, "f32"], {})
+    spec = {"op": "resample", "alg": alg, "src": list(src_dims), "dst": list(dst_dims),
+            "layout": layout, "backward": backward}
+    return Case(name, make, onednn, spec, None if backward else spec)
 
 
 _SHAPES = [(32, 64, 56, 56), (8, 256, 28, 28), (1, 3, 224, 224)]
@@ -164,7 +198,12 @@ CASES = [reorder_case(shape, s, d) for s, d in _PAIRS for shape in _SHAPES] + [
     reorder_case(_CONV, "nchw", "nChw16c", "f32", "s8", scales=_CHANNEL_SCALES, scale_mask=2),
 ] + [shuffle_case(dims, group, layout)
      for dims, group in [((32, 256, 28, 28), 4), ((1, 116, 28, 28), 2)]
-     for layout in ("nchw", "nhwc")]
+     for layout in ("nchw", "nhwc")] + [
+    resample_case((8, 64, 56, 56), up, alg, layout, backward)
+    for alg in ("nearest", "linear") for layout in ("nchw", "nhwc") for up in (True, False)
+    for backward in (False, True)] + [
+    resample_case((2, 16, 16, 32, 32), True, "linear", layout, backward)
+    for layout in ("ncdhw", "ndhwc") for backward in (False, True)]
 
 
 def copy_ceiling(nbytes):
@@ -198,7 +237,7 @@ def median_times(fns, min_time, repeat):
 # ---------------------------------------------------------------------------- peers
 # Each script reads {"cases": [spec, ...], "min_time", "repeat"} on stdin and prints one JSON
 # list: per spec [median seconds, implementation] or an error message.
-_SHUFFLE_CHECK = """
+_CHECKS = """
 import numpy as np
 
 def shuffle_check(run, channels, group):
@@ -209,9 +248,46 @@ def shuffle_check(run, channels, group):
     want = x.reshape(n, group, channels // group, h * w).transpose(0, 2, 1, 3).reshape(x.shape)
     if not np.array_equal(np.asarray(run(x)), want):
         raise AssertionError("not ShuffleChannels(group=%d) on %s" % (group, x.shape))
+
+def resample_weights(n_in, n_out, alg):
+    # the (n_out, n_in) matrix of API.md "Resampling" along one axis, in float64
+    w = np.zeros((n_out, n_in))
+    for o in range(n_out):
+        if alg == "nearest":
+            # round half away from zero of pos = (2o + 1) * in / (2 * out) - 1/2 > -1/2 is
+            # floor(pos + 1/2): exact in integers
+            w[o, (2 * o + 1) * n_in // (2 * n_out)] = 1
+        else:
+            pos = (o + 0.5) * n_in / n_out - 0.5
+            i0 = int(np.floor(pos))
+            for i, wi in ((i0, 1 - (pos - i0)), (i0 + 1, pos - i0)):
+                w[o, min(max(i, 0), n_in - 1)] += wi
+    return w
+
+def resample_check(run, alg, backward, src_dims, dst_dims):
+    # raise unless run(x, out_dims), logical f32 in and out, is the NumPy reference of the
+    # resampling src_dims -> dst_dims (backward: its adjoint, x = diff_dst) on a small x of the
+    # same channels and per-axis factors
+    s = [4, 6, 10][5 - len(src_dims):]
+    d = [n * b // a for n, a, b in zip(s, src_dims[2:], dst_dims[2:])]
+    n, c = 2, src_dims[1]
+    x_sp, y_sp = (d, s) if backward else (s, d)
+    x = np.random.default_rng(1).uniform(-4, 4, [n, c] + x_sp).astype(np.float32)
+    want = x.astype(np.float64)
+    for ax, m in enumerate(y_sp, 2):
+        w = (resample_weights(m, want.shape[ax], alg).T if backward
+             else resample_weights(want.shape[ax], m, alg))
+        want = np.moveaxis(np.tensordot(w, np.moveaxis(want, ax, 0), axes=(1, 0)), 0, ax)
+    got = np.asarray(run(x, [n, c] + y_sp))
+    # nearest forward copies values; sums and weighted sums may round differently in f32
+    exact = alg == "nearest" and not backward
+    if got.shape != want.shape or not (np.array_equal(got, want) if exact
+                                       else np.allclose(got, want, 1e-5, 1e-4)):
+        raise AssertionError("not %s resampling%s %s -> %s" % (
+            alg, " backward" if backward else "", list(x.shape), [n, c] + y_sp))
 """
 
-_ONEDNN_SCRIPT = _SHUFFLE_CHECK + """
+_ONEDNN_SCRIPT = _CHECKS + """
 import json, sys
 import dnnl
 req = json.load(sys.stdin)
@@ -222,6 +298,12 @@ for kind, args, kw in req["cases"]:
             # args: dims, axis, group_size, tag, dt
             shuffle_check(lambda x: dnnl.shuffle(x, *args[1:]).logical, args[0][1],
                           kw.pop("check_group"))
+        elif kind in ("resampling_fwd", "resampling_bwd"):
+            # args: the input's dims (diff_dst backward), alg, the output's spatial dims, tag, dt
+            bwd, alg = kind == "resampling_bwd", args[1]
+            x_dims, y_dims = args[0], args[0][:2] + args[2]
+            resample_check(lambda x, out: getattr(dnnl, kind)(x, alg, out[2:], *args[3:]).logical,
+                           alg, bwd, *((y_dims, x_dims) if bwd else (x_dims, y_dims)))
         r = dnnl.bench(kind, tuple(args[0]), *args[1:], n=req["repeat"], min_time=req["min_time"],
                        **kw)
         out.append([r["median_s"], r["impl"]])
@@ -230,7 +312,7 @@ for kind, args, kw in req["cases"]:
 print(json.dumps(out))
 """
 
-# The peers timed in Python (PyTorch, OpenVINO) are _TIMED_HEAD + _SHUFFLE_CHECK + a
+# The peers timed in Python (PyTorch, OpenVINO) are _TIMED_HEAD + _CHECKS + a
 # `call(spec)` returning (run_fn, impl) + _TIMED_LOOP.
 _TIMED_HEAD = """
 import json, os, statistics, sys, time
@@ -269,11 +351,45 @@ for spec in req["cases"]:
 print(json.dumps(out))
 """
 
-_TORCH_SCRIPT = _TIMED_HEAD + _SHUFFLE_CHECK + """
+_TORCH_SCRIPT = _TIMED_HEAD + _CHECKS + """
 import torch
 torch.set_num_threads(nthr)
 
+def resampler(spec):
+    # (run(x, out_dims) -> y, memory format, name): forward F.interpolate; backward the op that
+    # autograd of F.interpolate(size=...) calls (scales None), called directly so that only the
+    # backward is timed. channels_last(_3d): the logical tensor stored nhwc / ndhwc; the result
+    # keeps the layout
+    nsp, linear = len(spec["src"]) - 2, spec["alg"] == "linear"
+    fmt = torch.contiguous_format
+    if spec["layout"] in ("nhwc", "ndhwc"):
+        fmt = torch.channels_last if nsp == 2 else torch.channels_last_3d
+    mode = {2: "bilinear", 3: "trilinear"}[nsp] if linear else "nearest-exact"
+    if spec["backward"]:
+        name = ("upsample_%s%dd_backward" % (mode, nsp) if linear
+                else "_upsample_nearest_exact%dd_backward" % nsp)
+        op = getattr(torch.ops.aten, name)
+        extra = [False] if linear else []  # align_corners
+        return (lambda g, out: op(g, list(g.shape[2:]), out, *extra)), fmt, name
+    kw = {"align_corners": False} if linear else {}
+    return (lambda x, out: torch.nn.functional.interpolate(x, size=out[2:], mode=mode, **kw),
+            fmt, "F.interpolate(%s)" % mode)
+
 def call(spec):
+    if spec["op"] == "resample":
+        run, fmt, name = resampler(spec)
+
+        def checked(a, out):
+            y = run(torch.from_numpy(a).contiguous(memory_format=fmt), out)
+            if not y.is_contiguous(memory_format=fmt):
+                raise AssertionError("%s did not keep the layout: strides %s" % (name, y.stride()))
+            return y.numpy()
+        resample_check(checked, spec["alg"], spec["backward"], spec["src"], spec["dst"])
+        x_dims, y_dims = spec["src"], spec["dst"]
+        if spec["backward"]:
+            x_dims, y_dims = y_dims, x_dims
+        x = torch.from_numpy(source(x_dims, "f32")).contiguous(memory_format=fmt)
+        return (lambda: run(x, y_dims)), "%s(%s)" % (name, spec["layout"])
     if spec["op"] == "channel_shuffle":
         # channels_last: the logical NCHW tensor stored NHWC; the result keeps that layout
         fmt = torch.channels_last if spec["layout"] == "nhwc" else torch.contiguous_format
@@ -295,22 +411,25 @@ def call(spec):
     return q.dequantize, "dequantize"
 """ + _TIMED_LOOP
 
-_OPENVINO_SCRIPT = _TIMED_HEAD + _SHUFFLE_CHECK + """
+_OPENVINO_SCRIPT = _TIMED_HEAD + _CHECKS + """
 import openvino as ov
 from openvino import opset13 as ops
+from openvino.opset11 import interpolate as interpolate11
 core = ov.Core()
 config = {"INFERENCE_NUM_THREADS": nthr, "INFERENCE_PRECISION_HINT": "f32",
           "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}
 
-def shuffler(x, layout, group):
-    # (infer, y, impl): infer() shuffles the logical NCHW array x, stored as `layout`, into the
-    # preallocated y (a logical NCHW view); OpenVINO sees the stored order, channels last for nhwc
-    perm = (0, 1, 2, 3) if layout == "nchw" else (0, 2, 3, 1)
+def one_op(x, layout, node):
+    # (infer, y, impl): infer() runs the model node(parameter, perm) on the logical array x,
+    # stored as `layout`, into the preallocated y (a logical view). OpenVINO sees the stored
+    # order, channels last for nhwc / ndhwc: perm[i] is the logical axis stored i-th
+    perm = tuple(range(x.ndim))
+    if layout in ("nhwc", "ndhwc"):
+        perm = (0,) + perm[2:] + (1,)
     xs = np.ascontiguousarray(x.transpose(perm))
-    ys = np.empty_like(xs)
     p = ops.parameter(list(xs.shape), ov.Type.f32)
-    model = ov.Model([ops.shuffle_channels(p, perm.index(1), group)], [p])
-    compiled = core.compile_model(model, "CPU", config)
+    compiled = core.compile_model(ov.Model([node(p, perm)], [p]), "CPU", config)
+    ys = np.empty(tuple(compiled.output(0).shape), np.float32)
     request = compiled.create_infer_request()
     request.set_input_tensor(ov.Tensor(xs, shared_memory=True))
     request.set_output_tensor(ov.Tensor(ys, shared_memory=True))
@@ -320,22 +439,46 @@ def shuffler(x, layout, group):
     def infer():
         request.infer(share_outputs=True)
     infer.buffers = xs, ys  # the request reads and writes them in place
-    impl = [o.get_rt_info()["primitiveType"].astype(str)
-            for o in compiled.get_runtime_model().get_ordered_ops()
-            if o.get_rt_info()["layerType"].astype(str) == "ShuffleChannels"]
-    return infer, ys.transpose(np.argsort(perm)), "ShuffleChannels(axis=%d) %s" % (
-        perm.index(1), " ".join(impl))
+    # the layers that run (OpenVINO may add reorders or transposes around the op)
+    layers = [(r["layerType"].astype(str), r["primitiveType"].astype(str))
+              for r in (o.get_rt_info() for o in compiled.get_runtime_model().get_ordered_ops())]
+    impl = " ".join("%s:%s" % l for l in layers if l[0] not in ("Input", "Output", "Const"))
+    return infer, ys.transpose(np.argsort(perm)), impl
+
+def run_once(x, layout, node):
+    infer, y, _ = one_op(x, layout, node)
+    infer()
+    return y
+
+def interpolate(alg, sizes):
+    # node(p, perm): Interpolate-11 of the spatial axes to `sizes` with the settings NOTES.md
+    # gives for oneDNN's semantics (linear_onnx: OpenVINO's "linear" is a reference kernel)
+    def node(p, perm):
+        axes = [perm.index(a) for a in range(2, len(perm))]
+        pads = [0] * len(perm)
+        return interpolate11(p, np.array(sizes, np.int64),
+                             "nearest" if alg == "nearest" else "linear_onnx", "sizes", pads,
+                             pads, coordinate_transformation_mode="half_pixel",
+                             nearest_mode="round_prefer_ceil", antialias=False,
+                             axes=np.array(axes, np.int64))
+    return node
 
 def call(spec):
-    g, layout = spec["group"], spec["layout"]
+    layout = spec["layout"]
+    if spec["op"] == "resample":
+        alg = spec["alg"]
+        resample_check(lambda x, out: run_once(x, layout, interpolate(alg, out[2:])), alg, False,
+                       spec["src"], spec["dst"])
+        infer, _, impl = one_op(source(spec["src"], "f32"), layout,
+                                interpolate(alg, spec["dst"][2:]))
+        return infer, "Interpolate-11 %s" % impl
+    g = spec["group"]
 
-    def once(x):
-        infer, y, _ = shuffler(x, layout, g)
-        infer()
-        return y
-    shuffle_check(once, spec["dims"][1], g)
-    infer, _, impl = shuffler(source(spec["dims"], "f32"), layout, g)
-    return infer, impl
+    def node(p, perm):
+        return ops.shuffle_channels(p, perm.index(1), g)
+    shuffle_check(lambda x: run_once(x, layout, node), spec["dims"][1], g)
+    infer, _, impl = one_op(source(spec["dims"], "f32"), layout, node)
+    return infer, "ShuffleChannels(axis=%d) %s" % (3 if layout == "nhwc" else 1, impl)
 """ + _TIMED_LOOP
 
 

@@ -25,6 +25,10 @@ from ..problem import Layout
 from .reorder import reorder
 
 ALGS = ("nearest", "linear")
+# The weighted kernel's buffer of combined source lines: floats per segment (fits L1), and
+# channels per chunk of a run.
+BUFFER = 1 << 13
+CHANNEL_CHUNK = 256
 # Channels-last by rank: the format "any" picks (runs of channels vectorise).
 CHANNELS_LAST = {3: "nwc", 4: "nhwc", 5: "ndhwc"}
 
@@ -123,33 +127,98 @@ class _Plan:
         r.src_outer = c_array("int64_t", outer_src * esize, np.int64)
         r.dst_outer = c_array("int64_t", outer_dst * esize, np.int64)
         r.run = c_array("int64_t", runs, np.int64)
-        self._rows(r, axes[2], src_off, dst_off, runs, esize, nearest, c_array)
+        rows = bool(np.all(runs == 1)) and np.array_equal(dst_off,
+                                                          np.arange(axes[2].out) * esize)
+        r.rows = int(rows and (not nearest or np.abs(src_off).max(initial=0) < 2**31))
+        if nearest and r.rows:
+            r.row_off = c_array("int32_t", src_off, np.int32)
+            size = key.dims_in[-1]
+            row = _offsets(key.src, len(key.dims_in) - 1, np.arange(size))
+            if np.array_equal(row, np.arange(size)):  # a contiguous source row: windows
+                win, perm = _windows(axes[2].src[None, :], 0, size)
+                r.win = c_array("int32_t", np.where(win >= 0, win * esize, -1), np.int32)
+                r.perm = c_array("int32_t", perm, np.int32)
+            else:
+                r.win = c_array("int32_t", np.full(axes[2].out, -1), np.int32)
+        if not nearest:
+            self._last_axis(r, axes[2], [ax.start for ax in axes[:2]], key, esize,
+                            int(runs.max()), c_array)
         self._r, self._keep = r, keep
         # outer positions x rows of the last axis: the work, per thread of at least a row
         self.items = runs.size * axes[0].out * axes[1].out
-        zero = _padding_plan(key.dims_out, key.dst, esize, dst_nbytes)
-        self._zero = zero
+        self._zero = _padding_plan(key.dims_out, key.dst, esize, dst_nbytes)
 
     @staticmethod
-    def _rows(r, last: _Axis, src_off, dst_off, runs, esize, nearest, c_array):
-        """Rows: one channel per outer position, the last axis contiguous in dst and a fixed
-        number of taps: the kernel then gathers 8 elements per step."""
-        taps = np.diff(last.start)
-        ok = (np.all(runs == 1) and np.array_equal(dst_off, np.arange(last.out) * esize)
-              and taps.size and np.all(taps == taps[0])
-              and np.abs(src_off).max(initial=0) < 2**31)
-        r.rows = int(bool(ok))
-        if ok:
-            t = int(taps[0])
-            r.row_taps = t
-            r.row_off = c_array("int32_t", src_off.reshape(last.out, t).T, np.int32)
-            r.row_w = c_array("float", last.weight.reshape(last.out, t).T, np.float32)
+    def _last_axis(r, last: _Axis, axes01, key: _Key, esize, run, c_array):
+        """The weighted kernel's tables of the last axis: dense taps, segments, buffer size."""
+        counts = np.diff(last.start)
+        taps = int(counts.max())
+        slot = np.arange(last.src.size) - np.repeat(last.start[:-1], counts)
+        index = np.full((taps, last.out), -1, np.int64)
+        weight = np.zeros((taps, last.out), np.float32)
+        owner = np.repeat(np.arange(last.out), counts)
+        index[slot, owner], weight[slot, owner] = last.src, last.weight
+        r.taps2 = taps
+        r.w2 = c_array("float", weight, np.float32)
+        axis = len(key.dims_in) - 1
+        soff2 = _offsets(key.src, axis, np.arange(key.dims_in[axis])) * esize
+        r.soff2 = c_array("int64_t", soff2, np.int64)
+        steps = np.diff(soff2)
+        r.flat = int(steps[0] // esize) if steps.size and np.all(steps == steps[0]) else 0
+        r.cw = cw = min(run, CHANNEL_CHUNK)
+        seg = _segments(index, cw)
+        r.nseg = len(seg) // 4
+        r.seg = c_array("int64_t", seg, np.int64)
+        r.rsize = max((hi - lo) * cw for hi, lo in zip(seg[3::4], seg[2::4])) + cw
+        # idx2: the line of R (from 1) within its segment; padding taps read line 0 (zeros)
+        line = np.zeros_like(index)
+        for begin, end, lo, _ in zip(*(seg[i::4] for i in range(4))):
+            part = index[:, begin:end]
+            line[:, begin:end] = np.where(part >= 0, part - lo + 1, 0)
+        r.idx2 = c_array("int32_t", line, np.int32)
+        win, perm = _windows(line, 1, None)
+        r.win = c_array("int32_t", win, np.int32)
+        r.perm = c_array("int32_t", perm, np.int32)
+        r.kmax = int(np.diff(axes01[0]).max() * np.diff(axes01[1]).max())
 
     def run(self, src_addr, dst_addr, threads):
         nthr = max(1, min(threads, self.items))
         self._run(src_addr, dst_addr, self._r, self._fn, nthr)
         if self._zero is not None:
             self._zero.run(dst_addr, dst_addr, threads)
+
+
+def _segments(index, cw):
+    """Outputs of the last axis in segments (steps of 8) whose sources, times `cw` channels,
+    fill about BUFFER floats: [begin, end, first source, end source] per segment."""
+    out, lo, hi, begin = [], None, None, 0
+    for b in range(0, index.shape[1], 8):
+        taps = index[:, b:b + 8]
+        taps = taps[taps >= 0]
+        if not taps.size:  # outputs without taps (backward): zeros, no sources
+            continue
+        s_lo, s_hi = int(taps.min()), int(taps.max()) + 1
+        if lo is not None and (max(hi, s_hi) - min(lo, s_lo)) * cw > BUFFER:
+            out += [begin, b, lo, hi]
+            lo, begin = None, b
+        lo, hi = (s_lo, s_hi) if lo is None else (min(lo, s_lo), max(hi, s_hi))
+    return out + [begin, index.shape[1], lo or 0, hi or 0]
+
+
+def _windows(index, lowest, size):
+    """Per step of 8 outputs (at multiples of 8): the first of the 8 consecutive sources that
+    hold all of the step's taps, or -1 (then the kernel gathers), and each tap's position in
+    them. `lowest`: the first usable index; `size`: sources end there (None: unbounded)."""
+    taps, n = index.shape
+    win = np.full(n, -1, np.int64)
+    perm = np.zeros((taps, n), np.int64)
+    for s in range(0, n - 7, 8):
+        block = index[:, s:s + 8]
+        base = int(block.min())
+        if base >= lowest and block.max() - base < 8 and (size is None or base + 8 <= size):
+            win[s] = base
+            perm[:, s:s + 8] = block - base
+    return win, perm
 
 
 def _offsets(layout: Layout, axis, index) -> np.ndarray:
