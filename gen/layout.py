@@ -84,7 +84,7 @@ def _block_products(ndims, blocks):
 class MemoryDesc:
     """`gen.MemoryDesc(dims, dtype, format=None, *, strides=None)`: see API.md."""
 
-    __slots__ = ("dims", "dtype", "padded_dims", "strides", "inner_blocks", "_key")
+    __slots__ = ("dims", "dtype", "padded_dims", "strides", "inner_blocks", "_key", "_nbytes")
 
     def __init__(self, dims, dtype, format=None, *, strides=None):
         dims = _check_dims(dims)
@@ -111,6 +111,8 @@ class MemoryDesc:
         self.dims, self.dtype, self.padded_dims = dims, dtype, padded
         self.strides, self.inner_blocks = strides, blocks
         self._key = (dims, dtypes.name(dtype), padded, strides, blocks)
+        last = sum((n - 1) * s for a in range(len(dims)) for n, s in self.parts(a))
+        self._nbytes = (last + 1) * self.itemsize  # every op call checks it: computed once
 
     @classmethod
     def _make(cls, dims, dtype, padded, strides, blocks) -> "MemoryDesc":
@@ -137,8 +139,7 @@ class MemoryDesc:
 
     @property
     def nbytes(self) -> int:
-        last = sum((n - 1) * s for a in range(self.ndims) for n, s in self.parts(a))
-        return (last + 1) * self.itemsize
+        return self._nbytes
 
     @property
     def format(self):
