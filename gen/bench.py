@@ -389,7 +389,7 @@ def call(spec):
         if spec["backward"]:
             x_dims, y_dims = y_dims, x_dims
         x = torch.from_numpy(source(x_dims, "f32")).contiguous(memory_format=fmt)
-        return (lambda: run(x, y_dims)), "%s(%s)" % (name, spec["layout"])
+        return (lambda: run(x, y_dims)), "%s %s" % (name, spec["layout"])
     if spec["op"] == "channel_shuffle":
         # channels_last: the logical NCHW tensor stored NHWC; the result keeps that layout
         fmt = torch.channels_last if spec["layout"] == "nhwc" else torch.contiguous_format

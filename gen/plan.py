@@ -22,41 +22,51 @@ BYTES_PER_THREAD = 1 << 17
 STREAM_BYTES = 1 << 21
 
 
+def bind(problem, dst_nbytes: int, convert=None, tier=None):
+    """Per piece: (kernel spec on `tier`, the gen_piece fields as a dict). The fields do not
+    depend on the tier (export writes the same ones for each tier it compiles)."""
+    esize = problem.esize  # dst's element size
+    src_esize = TABLE[convert.src].size if convert else esize
+    out = []
+    for piece in problem.pieces:
+        pair = (convert.src, convert.dst) if convert and not piece.zero else None
+        spec, a, b, outer = registry.choose(piece.nodes, piece.zero, esize, piece.pad, pair,
+                                            tile=not (convert and convert.sum), tier=tier)
+        if len(outer) > codegen.MAX_NODES:
+            raise Error(f"layout pair needs {len(outer)} loop nodes, more than "
+                        f"{codegen.MAX_NODES}")
+        out.append((spec, {
+            "src_off": piece.src_off * src_esize, "dst_off": piece.dst_off * esize,
+            "scl_off": piece.scl_off, "nouter": len(outer),
+            "n": [n.n for n in outer], "src_str": [n.src * src_esize for n in outer],
+            "dst_str": [n.dst * esize for n in outer], "scl_str": [n.scl for n in outer],
+            "a_n": a.n, "a_src": a.src * src_esize, "a_dst": a.dst * esize, "a_scl": a.scl,
+            "b_n": b.n, "b_src": b.src * src_esize, "b_dst": b.dst * esize, "b_scl": b.scl,
+            "pad": piece.pad * esize, "stream": int(dst_nbytes >= STREAM_BYTES)}))
+    return out
+
+
 class Plan:
     """`convert` is None (move bytes) or Conversion(src, dst, sum): copy pieces then run the
     conversion kernels; the values (scales, zero points, beta) come with each call."""
 
     def __init__(self, problem, traffic: int, dst_nbytes: int, convert=None):
         mod = registry.module()
-        esize = problem.esize  # dst's element size
-        src_esize = TABLE[convert.src].size if convert else esize
-        self.problem = problem
-        self.traffic = traffic
+        self.problem, self.traffic, self.convert = problem, traffic, convert
+        self.dst_nbytes = dst_nbytes
         self._tasks = mod.ffi.new("gen_task[]", max(1, len(problem.pieces)))
         self._ntasks = len(problem.pieces)
         self._run = mod.lib.gen_run
         self._ffi = mod.ffi
         names = []
-        for task, piece in zip(self._tasks, problem.pieces):
-            pair = (convert.src, convert.dst) if convert and not piece.zero else None
-            spec, a, b, outer = registry.choose(piece.nodes, piece.zero, esize, piece.pad,
-                                                pair, tile=not (convert and convert.sum))
-            if len(outer) > codegen.MAX_NODES:
-                raise Error(f"layout pair needs {len(outer)} loop nodes, more than "
-                            f"{codegen.MAX_NODES}")
+        for task, (spec, fields) in zip(self._tasks, bind(problem, dst_nbytes, convert)):
             names.append(spec.name)
             task.fn = mod.ffi.addressof(mod.lib, spec.name)
-            p = task.piece
-            p.src_off, p.dst_off = piece.src_off * src_esize, piece.dst_off * esize
-            p.scl_off = piece.scl_off
-            p.nouter = len(outer)
-            for k, node in enumerate(outer):
-                p.n[k], p.src_str[k], p.dst_str[k] = node.n, node.src * src_esize, node.dst * esize
-                p.scl_str[k] = node.scl
-            p.a_n, p.a_src, p.a_dst, p.a_scl = a.n, a.src * src_esize, a.dst * esize, a.scl
-            p.b_n, p.b_src, p.b_dst, p.b_scl = b.n, b.src * src_esize, b.dst * esize, b.scl
-            p.pad = piece.pad * esize
-            p.stream = int(dst_nbytes >= STREAM_BYTES)
+            for key, value in fields.items():
+                if isinstance(value, list):
+                    getattr(task.piece, key)[0:len(value)] = value
+                else:
+                    setattr(task.piece, key, value)
         self.kernel = "+".join(dict.fromkeys(names))
 
     def run(self, src_addr: int, dst_addr: int, threads: int, attr=None) -> None:

@@ -66,17 +66,18 @@ def kernels(op=None):
     return out
 
 
-def choose(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: bool = True):
+def choose(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: bool = True,
+           tier=None):
     """(spec, inner node a, node b, outer nodes) for one piece's nest (element strides).
 
     `run` and `strided` work on the innermost node A and the next one B (a size-1 B when the
     nest has one node); `tile` takes as B the innermost node whose source stride is 1. Every
     kind writes `pad` zeros after each run of A. `convert` is a (src, dst) dtype pair for the
     conversion kernels (esize is then dst's); `tile=False` rules the tile out (a conversion
-    with sum reads dst element by element)."""
+    with sum reads dst element by element). `tier`: another than the dispatched one (export)."""
     nodes = list(nodes) or [Node(1, 1, 1)]
     inner = nodes[-1]
-    tier = isa()
+    tier = tier or isa()
     src, dst = convert or (None, None)
 
     def spec(kind, size=esize):

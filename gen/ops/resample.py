@@ -84,12 +84,49 @@ class _Key:
     backward: bool
 
 
+class Tables:
+    """The fields of one gen_resample: scalars, and arrays with their C element type; an
+    indexed field (`start[k]`) is a dict. Bound to a cffi struct here, written as C by export."""
+    NUMPY = {"int64_t": np.int64, "int32_t": np.int32, "float": np.float32}
+
+    def __init__(self):
+        self.fields = {}
+
+    def scalar(self, name, value, index=None):
+        self._set(name, int(value), index)
+
+    def array(self, name, ctype, values, index=None):
+        self._set(name, (ctype, np.ascontiguousarray(values, self.NUMPY[ctype]).ravel()), index)
+
+    def _set(self, name, value, index):
+        if index is None:
+            self.fields[name] = value
+        else:
+            self.fields.setdefault(name, {})[index] = value
+
+    def bind(self, ffi):
+        """(the cffi struct, the arrays it points to: keep them alive)."""
+        r, keep = ffi.new("gen_resample *"), []
+
+        def value(v):
+            if isinstance(v, tuple):
+                keep.append(v[1])
+                return ffi.cast(f"const {v[0]} *", v[1].ctypes.data)
+            return v
+
+        for name, v in self.fields.items():
+            if isinstance(v, dict):
+                for k, item in v.items():
+                    getattr(r, name)[k] = value(item)
+            else:
+                setattr(r, name, value(v))
+        return r, keep
+
+
 class _Plan:
     """One resampling problem bound to its kernel: the C tables and the dst padding."""
 
-    def __init__(self, key: _Key, dst_nbytes: int):
-        mod = registry.module()
-        ffi = mod.ffi
+    def __init__(self, key: _Key, dst_nbytes: int, tier=None):
         esize = dtypes.itemsize(key.dtype)
         nsp = len(key.dims_in) - 2
         fwd_in, fwd_out = (key.dims_out, key.dims_in) if key.backward else \
@@ -100,56 +137,52 @@ class _Plan:
                 ] * (3 - nsp) + axes
         spatial = [None] * (3 - nsp) + list(range(2, 2 + nsp))
         nearest = key.alg == "nearest" and not key.backward
-        spec = space.KernelSpec("resample", "nearest" if nearest else "linear",
-                                esize, False, registry.isa(),
-                                *(() if nearest else (key.dtype, key.dtype)))
+        self.spec = spec = space.KernelSpec("resample", "nearest" if nearest else "linear",
+                                            esize, False, tier or registry.isa(),
+                                            *(() if nearest else (key.dtype, key.dtype)))
         self.kernel = spec.name
-        self._fn = ffi.addressof(mod.lib, spec.name)
-        self._run = mod.lib.gen_resample_run
-        r = ffi.new("gen_resample *")
-        keep = []
-
-        def c_array(ctype, values, numpy_type):
-            arr = np.ascontiguousarray(values, numpy_type)
-            keep.append(arr)
-            return ffi.cast(f"const {ctype} *", arr.ctypes.data)
-
+        self.tables = tb = Tables()
         for k, (ax, axis) in enumerate(zip(axes, spatial)):
-            r.out[k] = ax.out
-            r.start[k] = c_array("int64_t", ax.start, np.int64)
-            r.w[k] = c_array("float", ax.weight, np.float32)
+            tb.scalar("out", ax.out, k)
+            tb.array("start", "int64_t", ax.start, k)
+            tb.array("w", "float", ax.weight, k)
             src_off = _offsets(key.src, axis, ax.src) * esize
             dst_off = _offsets(key.dst, axis, np.arange(ax.out)) * esize
-            r.soff[k] = c_array("int64_t", src_off, np.int64)
-            r.doff[k] = c_array("int64_t", dst_off, np.int64)
+            tb.array("soff", "int64_t", src_off, k)
+            tb.array("doff", "int64_t", dst_off, k)
         outer_src, outer_dst, runs = _outer(key.dims_out, key.src, key.dst)
-        r.nouter = runs.size
-        r.src_outer = c_array("int64_t", outer_src * esize, np.int64)
-        r.dst_outer = c_array("int64_t", outer_dst * esize, np.int64)
-        r.run = c_array("int64_t", runs, np.int64)
+        tb.scalar("nouter", runs.size)
+        tb.array("src_outer", "int64_t", outer_src * esize)
+        tb.array("dst_outer", "int64_t", outer_dst * esize)
+        tb.array("run", "int64_t", runs)
         rows = bool(np.all(runs == 1)) and np.array_equal(dst_off,
                                                           np.arange(axes[2].out) * esize)
-        r.rows = int(rows and (not nearest or np.abs(src_off).max(initial=0) < 2**31))
-        if nearest and r.rows:
-            r.row_off = c_array("int32_t", src_off, np.int32)
+        rows = rows and (not nearest or np.abs(src_off).max(initial=0) < 2**31)
+        tb.scalar("rows", rows)
+        if nearest and rows:
+            tb.array("row_off", "int32_t", src_off)
             size = key.dims_in[-1]
             row = _offsets(key.src, len(key.dims_in) - 1, np.arange(size))
             if np.array_equal(row, np.arange(size)):  # a contiguous source row: windows
                 win, perm = _windows(axes[2].src[None, :], 0, size)
-                r.win = c_array("int32_t", np.where(win >= 0, win * esize, -1), np.int32)
-                r.perm = c_array("int32_t", perm, np.int32)
+                tb.array("win", "int32_t", np.where(win >= 0, win * esize, -1))
+                tb.array("perm", "int32_t", perm)
             else:
-                r.win = c_array("int32_t", np.full(axes[2].out, -1), np.int32)
+                tb.array("win", "int32_t", np.full(axes[2].out, -1))
         if not nearest:
-            self._last_axis(r, axes[2], [ax.start for ax in axes[:2]], key, esize,
-                            int(runs.max()), c_array)
-        self._r, self._keep = r, keep
+            self._last_axis(tb, axes[2], [ax.start for ax in axes[:2]], key, esize,
+                            int(runs.max()))
         # outer positions x rows of the last axis: the work, per thread of at least a row
         self.items = runs.size * axes[0].out * axes[1].out
         self._zero = _padding_plan(key.dims_out, key.dst, esize, dst_nbytes)
+        if tier is None:  # bound to this process' kernels
+            mod = registry.module()
+            self._fn = mod.ffi.addressof(mod.lib, spec.name)
+            self._run = mod.lib.gen_resample_run
+            self._r, self._keep = tb.bind(mod.ffi)
 
     @staticmethod
-    def _last_axis(r, last: _Axis, axes01, key: _Key, esize, run, c_array):
+    def _last_axis(tb, last: _Axis, axes01, key: _Key, esize, run):
         """The weighted kernel's tables of the last axis: dense taps, segments, buffer size."""
         counts = np.diff(last.start)
         taps = int(counts.max())
@@ -158,28 +191,29 @@ class _Plan:
         weight = np.zeros((taps, last.out), np.float32)
         owner = np.repeat(np.arange(last.out), counts)
         index[slot, owner], weight[slot, owner] = last.src, last.weight
-        r.taps2 = taps
-        r.w2 = c_array("float", weight, np.float32)
+        tb.scalar("taps2", taps)
+        tb.array("w2", "float", weight)
         axis = len(key.dims_in) - 1
         soff2 = _offsets(key.src, axis, np.arange(key.dims_in[axis])) * esize
-        r.soff2 = c_array("int64_t", soff2, np.int64)
+        tb.array("soff2", "int64_t", soff2)
         steps = np.diff(soff2)
-        r.flat = int(steps[0] // esize) if steps.size and np.all(steps == steps[0]) else 0
-        r.cw = cw = min(run, CHANNEL_CHUNK)
+        tb.scalar("flat", steps[0] // esize if steps.size and np.all(steps == steps[0]) else 0)
+        cw = min(run, CHANNEL_CHUNK)
+        tb.scalar("cw", cw)
         seg = _segments(index, cw)
-        r.nseg = len(seg) // 4
-        r.seg = c_array("int64_t", seg, np.int64)
-        r.rsize = max((hi - lo) * cw for hi, lo in zip(seg[3::4], seg[2::4])) + cw
+        tb.scalar("nseg", len(seg) // 4)
+        tb.array("seg", "int64_t", seg)
+        tb.scalar("rsize", max((hi - lo) * cw for hi, lo in zip(seg[3::4], seg[2::4])) + cw)
         # idx2: the line of R (from 1) within its segment; padding taps read line 0 (zeros)
         line = np.zeros_like(index)
         for begin, end, lo, _ in zip(*(seg[i::4] for i in range(4))):
             part = index[:, begin:end]
             line[:, begin:end] = np.where(part >= 0, part - lo + 1, 0)
-        r.idx2 = c_array("int32_t", line, np.int32)
+        tb.array("idx2", "int32_t", line)
         win, perm = _windows(line, 1, None)
-        r.win = c_array("int32_t", win, np.int32)
-        r.perm = c_array("int32_t", perm, np.int32)
-        r.kmax = int(np.diff(axes01[0]).max() * np.diff(axes01[1]).max())
+        tb.array("win", "int32_t", win)
+        tb.array("perm", "int32_t", perm)
+        tb.scalar("kmax", np.diff(axes01[0]).max() * np.diff(axes01[1]).max())
 
     def run(self, src_addr, dst_addr, threads):
         nthr = max(1, min(threads, self.items))
