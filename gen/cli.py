@@ -8,19 +8,116 @@ from . import bench
 from .errors import Error
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad options are one line on stderr and exit status 2 (no usage dump)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gen", description="Generated C kernels for tensor "
-                                "data movement.")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = _Parser(prog="gen", description="Generated C kernels for tensor data movement.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     bench.add_arguments(sub.add_parser("bench", help="time the benchmark cases against a "
                                        "memory copy of the same traffic"))
+    _export_arguments(sub.add_parser(
+        "export", help="write one fixed problem as standalone C (NAME.c, NAME.h)",
+        description="Write one fixed problem as standalone, dependency-free C: NAME.c and "
+                    "NAME.h in DIR, defining `int NAME(const void *src, void *dst);` (returns "
+                    "0) and the constants NAME_src_bytes / NAME_dst_bytes. It compiles with "
+                    "`cc -std=c99 -O2 -c NAME.c` (portable C) and uses the AVX2 kernels with "
+                    "-mavx2 -mfma -mf16c or -march=native; OpenMP (-fopenmp) is optional."))
     return p
+
+
+def _sizes(text: str):
+    try:
+        sizes = tuple(int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not sizes like 2x3x4") from None
+    return sizes
+
+
+def _typed_tag(text: str):
+    dtype, sep, tag = text.partition(":")
+    if not sep or not dtype or not tag:
+        raise argparse.ArgumentTypeError(f"{text!r} is not DT:TAG (e.g. f32:nchw)")
+    return dtype, tag
+
+
+def _floats(text: str):
+    try:
+        return [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not numbers like 0.5,2") from None
+
+
+def _export_arguments(p):
+    p.add_argument("op", choices=["reorder", "shuffle_channels", "resample"],
+                   help="the op to export")
+    p.add_argument("--dims", type=_sizes, required=True,
+                   help="logical dims of the source, e.g. 8x64x56x56 (for --backward: the "
+                        "forward problem's source)")
+    p.add_argument("--src", type=_typed_tag, required=True, metavar="DT:TAG",
+                   help="source dtype and format, e.g. f32:nchw (for shuffle and resample the "
+                        "result has the same ones)")
+    p.add_argument("--dst", type=_typed_tag, metavar="DT:TAG",
+                   help="reorder: destination dtype and format (default: --src's)")
+    p.add_argument("--scales", type=_floats, help="reorder: scales S,S,... (one per index "
+                   "of the masked axes, row-major)")
+    p.add_argument("--scale-mask", type=int, default=0, metavar="M",
+                   help="reorder: bit i set = one scale per index of axis i (default 0)")
+    p.add_argument("--src-zero-point", type=int, default=0, metavar="Z",
+                   help="reorder: subtracted from the source (default 0)")
+    p.add_argument("--dst-zero-point", type=int, default=0, metavar="Z",
+                   help="reorder: added to the result (default 0)")
+    p.add_argument("--sum-scale", type=float, metavar="B",
+                   help="reorder: add B * the destination's old value (then dst is read)")
+    p.add_argument("--axis", type=int, default=1, metavar="A",
+                   help="shuffle_channels: the channel axis (default 1)")
+    p.add_argument("--group", type=int, default=1, metavar="G",
+                   help="shuffle_channels: number of groups (default 1)")
+    p.add_argument("--alg", choices=["nearest", "linear"], default="nearest",
+                   help="resample: the algorithm (default nearest)")
+    p.add_argument("--out-spatial", type=_sizes, metavar="O0xO1...",
+                   help="resample: output spatial dims (required for resample)")
+    p.add_argument("--backward", action="store_true",
+                   help="export the backward op of the same forward problem (resample: src "
+                        "is diff_dst, dims N, C, out-spatial; dst is diff_src, the --dims; "
+                        "shuffle_channels: shuffle_channels_backward)")
+    p.add_argument("--name", required=True, help="C name of the function and the files")
+    p.add_argument("-o", "--output", required=True, metavar="DIR",
+                   help="directory to write NAME.c and NAME.h to (created if missing)")
+
+
+def _export(args) -> int:
+    from . import export
+    if args.op != "reorder":
+        for opt in ("dst", "scales", "sum_scale"):
+            if getattr(args, opt) is not None:
+                raise Error(f"--{opt.replace('_', '-')} is for reorder only")
+    if args.op == "reorder":
+        src = export.reorder_source(
+            args.name, args.dims, args.src, args.dst or args.src, scales=args.scales,
+            scale_mask=args.scale_mask, src_zero_point=args.src_zero_point,
+            dst_zero_point=args.dst_zero_point, sum_scale=args.sum_scale)
+    elif args.op == "shuffle_channels":
+        src = export.shuffle_source(args.name, args.dims, args.src, args.axis, args.group,
+                                    args.backward)
+    else:
+        if args.out_spatial is None:
+            raise Error("resample needs --out-spatial")
+        src = export.resample_source(args.name, args.dims, args.src, args.alg,
+                                     args.out_spatial, args.backward)
+    for path in export.write(src, args.output):
+        print(path)
+    return 0
 
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
-        return {"bench": bench.run}[args.command](args)
+        return {"bench": bench.run, "export": _export}[args.command](args)
     except Error as e:
         print(f"gen: error: {e}", file=sys.stderr)
         return 2

@@ -49,9 +49,10 @@ def _tile_context(spec):
     return {"vector": vector, "networks": nets, "store_rows": rows}
 
 
-def render_kernel(spec) -> str:
+def render_kernel(spec, linkage: str = "") -> str:
+    """One kernel's C; `linkage` "static " keeps an exported file's kernels private."""
     ctx = dict(CHUNKS, spec=spec, isa=TIERS[spec.isa], vector=spec.vector,
-               dt=TABLE[spec.src] if spec.src else None)
+               dt=TABLE[spec.src] if spec.src else None, linkage=linkage)
     if spec.kind == "tile":
         ctx.update(_tile_context(spec))
     if spec.kind == "interleave":
@@ -67,14 +68,28 @@ def render_module(isa: str, specs) -> str:
     """The C source of one tier's extension module: common header, conversions, runtime,
     kernels."""
     env = _env()
-    tier = TIERS[isa]
-    pairs = [(TABLE[s], TABLE[d]) for s, d in conversions()]
-    parts = [env.get_template("common.h.j2").render(isa=tier, max_nodes=MAX_NODES),
-             env.get_template("convert.h.j2").render(isa=tier, vec=bool(tier.convert),
-                                                     dtypes=list(TABLE.values()), pairs=pairs),
+    parts = [render_common(isa), render_convert(isa, conversions()),
              env.get_template("runtime.c.j2").render(tiers=list(TIERS.values()))]
     parts += [render_kernel(s) for s in specs]
     return "\n".join(parts)
+
+
+def render_common(isa: str) -> str:
+    """The shared header: types of the kernel interface, the outer-loop helpers."""
+    return _env().get_template("common.h.j2").render(isa=TIERS[isa], max_nodes=MAX_NODES)
+
+
+def render_convert(isa: str, pairs) -> str:
+    """The element conversions of the dtype table and the line converters of `pairs`."""
+    tier = TIERS[isa]
+    return _env().get_template("convert.h.j2").render(
+        isa=tier, vec=bool(tier.convert), dtypes=list(TABLE.values()),
+        pairs=[(TABLE[s], TABLE[d]) for s, d in pairs])
+
+
+def render(template: str, **ctx) -> str:
+    """Any other template (export's)."""
+    return _env().get_template(template).render(**ctx)
 
 
 def cdef(specs) -> str:

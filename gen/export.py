@@ -1,0 +1,219 @@
+"""Export: one fixed problem as standalone C (`NAME.c`, `NAME.h`), API.md "Command line".
+
+The C is rendered by the same templates from the same normalised problem and kernel choice
+as gen's own call: the kernels of the avx2 tier (compiled in when the compiler targets AVX2,
+FMA and F16C) and of the scalar tier (otherwise), with the problem's tables (loop nests,
+scales, resampling taps) as constants.
+"""
+from __future__ import annotations
+
+import keyword
+import re
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+from . import codegen, dtypes, plan
+from .errors import Error
+from .layout import MemoryDesc
+from .ops import reorder as reorder_op, resample as resample_op, shuffle as shuffle_op
+from .problem import Layout
+
+# The exported tiers, best first, with the compiler macros that enable each.
+TIERS = (("avx2", True), ("scalar", False))
+PIECE_FIELDS = ("src_off", "dst_off", "scl_off", "nouter", "n", "src_str", "dst_str", "scl_str",
+                "a_n", "a_src", "a_dst", "a_scl", "b_n", "b_src", "b_dst", "b_scl", "pad",
+                "stream")
+
+
+@dataclass
+class Source:
+    """What one export writes: the problem (for the header) and its parts."""
+    name: str
+    about: list
+    src_bytes: int
+    dst_bytes: int
+    reads_dst: bool = False
+    plans: list = field(default_factory=list)  # reorder-kind Plans (pieces)
+    convert: object = None  # the reorder's attributes (reorder_op.Attrs) or None
+    resample: object = None  # a resample _Plan key, dst bytes
+
+
+def _c_name(name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name or "") or keyword.iskeyword(name):
+        raise Error(f"--name {name!r} is not a C identifier")
+    return name
+
+
+def _literal(ctype, value) -> str:
+    if ctype == "float":
+        return float(value).hex() + "f"
+    return str(int(value))
+
+
+def _array(arrays, name, ctype, values) -> str:
+    arrays.append({"name": name, "ctype": ctype,
+                   "data": [_literal(ctype, v) for v in np.asarray(values).ravel()] or
+                   [_literal(ctype, 0)]})
+    return name
+
+
+def _piece(fields) -> str:
+    parts = []
+    for key in PIECE_FIELDS:
+        v = fields[key]
+        parts.append(f".{key} = " + ("{" + ", ".join(map(str, v or [0])) + "}"
+                                     if isinstance(v, list) else str(v)))
+    return ", ".join(parts)
+
+
+def render(src: Source) -> "tuple[str, str]":
+    """(NAME.c, NAME.h) of one export."""
+    name = src.name
+    arrays, pieces, calls = [], [], {t: [] for t, _ in TIERS}
+    specs = {t: [] for t, _ in TIERS}
+    pairs = set()
+    resample_init = ""
+    if src.resample is not None:
+        key, dst_nbytes = src.resample
+        for tier, _ in TIERS:
+            rp = resample_op._Plan(key, dst_nbytes, tier=tier)
+            specs[tier].append(rp.spec)
+            calls[tier].append(f"{rp.spec.name}(src, dst, &{name}_resample, ithr, nthr);")
+        resample_init = _resample_init(name, rp.tables, arrays)
+        if rp._zero is not None:
+            src.plans.append(rp._zero)
+    attr = ""
+    if src.convert is not None:
+        at = src.convert
+        scales = _array(arrays, f"{name}_scales", "float", at.scales)
+        dzp = float(at.dst_zero_point) if at.dst_zero_point else -0.0
+        attr = (f".scales = {scales}, .src_zp = {_literal('float', at.src_zero_point)}, "
+                f".dst_zp = {_literal('float', dzp)}, "
+                f".beta = {_literal('float', at.sum_scale or 0.0)}, "
+                f".sum = {int(at.sum_scale is not None)}")
+    for p in src.plans:
+        bound = {tier: plan.bind(p.problem, p.dst_nbytes, p.convert, tier) for tier, _ in TIERS}
+        for i, (_, fields) in enumerate(bound["scalar"]):
+            k = len(pieces)
+            pieces.append(_piece(fields))
+            for tier, _ in TIERS:
+                spec = bound[tier][i][0]
+                specs[tier].append(spec)
+                if spec.cvt:
+                    pairs.add((spec.src, spec.dst))
+                calls[tier].append(f"{spec.name}(src, dst, &{name}_pieces[{k}], "
+                                   f"{'&at' if attr else 'at'}, ithr, nthr);")
+    tiers = []
+    for tier, vector in TIERS:
+        unique = list({s.name: s for s in specs[tier]}.values())
+        code = [codegen.render_convert(tier, sorted(pairs))]
+        code += [codegen.render_kernel(s, linkage="static ") for s in unique]
+        tiers.append({"vector": vector, "code": "\n".join(code), "calls": calls[tier]})
+    traffic = src.src_bytes + src.dst_bytes
+    ctx = dict(name=name, version=_version(), about=src.about, src_bytes=src.src_bytes,
+               dst_bytes=src.dst_bytes, reads_dst=src.reads_dst, guard=f"{name.upper()}_H",
+               common=codegen.render_common("scalar"), tiers=tiers, arrays=arrays,
+               pieces=pieces, resample=resample_init, attr=attr,
+               parallel=traffic >= 2 * plan.BYTES_PER_THREAD)
+    return codegen.render("export.c.j2", **ctx), codegen.render("export.h.j2", **ctx)
+
+
+def _resample_init(name, tables, arrays) -> str:
+    parts = []
+    for key, value in tables.fields.items():
+        if isinstance(value, dict):
+            items = [_value(f"{name}_{key}_{k}", v, arrays) for k, v in sorted(value.items())]
+            parts.append(f".{key} = {{{', '.join(items)}}}")
+        else:
+            parts.append(f".{key} = {_value(f'{name}_{key}', value, arrays)}")
+    return ", ".join(parts)
+
+
+def _value(cname, value, arrays) -> str:
+    if isinstance(value, tuple):
+        return _array(arrays, cname, value[0], value[1])
+    return str(value)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("gen")
+    except metadata.PackageNotFoundError:
+        return "(checkout)"
+
+
+# ---------------------------------------------------------------- the ops
+
+
+def reorder_source(name, dims, src, dst, **attrs) -> Source:
+    """`src`, `dst`: (dtype, tag)."""
+    sd, dd = MemoryDesc(dims, *src), MemoryDesc(dims, *dst)
+    at = reorder_op.attrs(sd.dims, sd.dtype, dd.dtype, **attrs)
+    p = reorder_op._plan(sd.dims, Layout.of_desc(sd), Layout.of_desc(dd), dd.dtype, dd.nbytes, at)
+    about = [f"reorder of dims {_dims(sd.dims)}: src {_desc(sd)} -> dst {_desc(dd)}",
+             "attributes: " + _attrs(at)]
+    return Source(_c_name(name), about, sd.nbytes, dd.nbytes,
+                  bool(at and at.sum_scale is not None), [p], at)
+
+
+def shuffle_source(name, dims, src, axis=1, group=1, backward=False) -> Source:
+    desc = MemoryDesc(dims, *src)
+    axis, group = shuffle_op.check(desc.dims, axis, group)
+    layout = Layout.of_desc(desc)
+    p = shuffle_op._plan(desc.dims, axis, group, backward, layout, layout, desc.itemsize,
+                         desc.nbytes)
+    op = "shuffle_channels_backward" if backward else "shuffle_channels"
+    about = [f"{op} of dims {_dims(desc.dims)}, axis {axis}, group {group}: "
+             f"src and dst {_desc(desc)}"]
+    return Source(_c_name(name), about, desc.nbytes, desc.nbytes, plans=[p])
+
+
+def resample_source(name, dims, src, alg, out_spatial, backward=False) -> Source:
+    fwd_src = MemoryDesc(dims, *src)
+    resample_op._rank(fwd_src.dims)
+    resample_op._dtype(fwd_src.dtype)
+    alg = resample_op._alg(alg)
+    out = resample_op.out_spatial_of(fwd_src.dims[2:], out_spatial, None)
+    fwd_dst = MemoryDesc(fwd_src.dims[:2] + out, *src)
+    s, d = (fwd_dst, fwd_src) if backward else (fwd_src, fwd_dst)
+    key = resample_op._Key(s.dims, d.dims, Layout.of_desc(s), Layout.of_desc(d), s.dtype,
+                           alg, backward)
+    op = "resample_backward (src: diff_dst, dst: diff_src)" if backward else "resample"
+    about = [f"{op}, alg {alg}: src {_dims(s.dims)} {_desc(s)} -> dst {_dims(d.dims)} "
+             f"{_desc(d)}"]
+    return Source(_c_name(name), about, s.nbytes, d.nbytes, resample=(key, d.nbytes))
+
+
+def _dims(dims) -> str:
+    return "x".join(map(str, dims))
+
+
+def _desc(md) -> str:
+    return f"{dtypes.name(md.dtype)}:{md.format or 'strides=' + str(md.strides)}"
+
+
+def _attrs(at) -> str:
+    if at is None:
+        return "none"
+    scales = ", ".join(f"{s:g}" for s in at.scales[:8]) + (" ..." if at.scales.size > 8 else "")
+    out = [f"scales [{scales}] (mask {at.scale_mask})", f"src_zero_point {at.src_zero_point}",
+           f"dst_zero_point {at.dst_zero_point}"]
+    if at.sum_scale is not None:
+        out.append(f"sum_scale {at.sum_scale:g}")
+    return ", ".join(out)
+
+
+def write(source: Source, out_dir) -> "tuple[Path, Path]":
+    c, h = render(source)
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        paths = out / f"{source.name}.c", out / f"{source.name}.h"
+        for path, text in zip(paths, (c, h)):
+            path.write_text(text)
+    except OSError as e:
+        raise Error(f"cannot write to {out_dir!r}: {e.strerror}") from None
+    return paths
