@@ -164,8 +164,9 @@ class _Plan:
             size = key.dims_in[-1]
             row = _offsets(key.src, len(key.dims_in) - 1, np.arange(size))
             if np.array_equal(row, np.arange(size)):  # a contiguous source row: windows
-                win, perm = _windows(axes[2].src[None, :], 0, size)
+                win, wide, perm = _windows(axes[2].src[None, :], 0, size)
                 tb.array("win", "int32_t", np.where(win >= 0, win * esize, -1))
+                tb.array("wide", "int32_t", wide)
                 tb.array("perm", "int32_t", perm)
             else:
                 tb.array("win", "int32_t", np.full(axes[2].out, -1))
@@ -210,8 +211,9 @@ class _Plan:
             part = index[:, begin:end]
             line[:, begin:end] = np.where(part >= 0, part - lo + 1, 0)
         tb.array("idx2", "int32_t", line)
-        win, perm = _windows(line, 1, None)
+        win, wide, perm = _windows(line, 1, None)
         tb.array("win", "int32_t", win)
+        tb.array("wide", "int32_t", wide)
         tb.array("perm", "int32_t", perm)
         tb.scalar("kmax", np.diff(axes01[0]).max() * np.diff(axes01[1]).max())
 
@@ -240,19 +242,22 @@ def _segments(index, cw):
 
 
 def _windows(index, lowest, size):
-    """Per step of 8 outputs (at multiples of 8): the first of the 8 consecutive sources that
-    hold all of the step's taps, or -1 (then the kernel gathers), and each tap's position in
-    them. `lowest`: the first usable index; `size`: sources end there (None: unbounded)."""
+    """Per step of 8 outputs (at multiples of 8): the first of the 8 or 16 consecutive sources
+    that hold all of the step's taps, or -1 (then the kernel gathers), whether it takes 16,
+    and each tap's position in them. `lowest`: the first usable index; `size`: sources end
+    there (None: unbounded)."""
     taps, n = index.shape
     win = np.full(n, -1, np.int64)
+    wide = np.zeros(n, np.int64)
     perm = np.zeros((taps, n), np.int64)
     for s in range(0, n - 7, 8):
         block = index[:, s:s + 8]
-        base = int(block.min())
-        if base >= lowest and block.max() - base < 8 and (size is None or base + 8 <= size):
-            win[s] = base
+        base, span = int(block.min()), int(block.max() - block.min()) + 1
+        width = 8 if span <= 8 else 16
+        if base >= lowest and span <= 16 and (size is None or base + width <= size):
+            win[s], wide[s] = base, width == 16
             perm[:, s:s + 8] = block - base
-    return win, perm
+    return win, wide, perm
 
 
 def _offsets(layout: Layout, axis, index) -> np.ndarray:
