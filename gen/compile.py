@@ -5,6 +5,8 @@ This module must not import numpy or the rest of the runtime: the build loads it
 """
 from __future__ import annotations
 
+import os
+
 import cffi
 
 from . import codegen, space
@@ -15,15 +17,20 @@ from .isa import TIERS
 CFLAGS = ("-O3", "-std=gnu11", "-fopenmp", "-fno-strict-aliasing",
           "-fno-tree-loop-distribute-patterns", "-ffp-contract=off")
 LDFLAGS = ("-fopenmp", "-lm")
+# GEN_SANITIZE=1 at install: kernels built with AddressSanitizer and UBSan (run Python with
+# the ASan runtime preloaded, see README "Guarantees").
+SANITIZE = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+            "-fno-omit-frame-pointer")
 
 
 def ffi_for(isa: str) -> cffi.FFI:
     specs = space.kernels(isa)
     ffi = cffi.FFI()
     ffi.cdef(codegen.cdef(specs))
+    sanitize = SANITIZE if os.environ.get("GEN_SANITIZE", "") not in ("", "0") else ()
     ffi.set_source(codegen.module_name(isa), codegen.render_module(isa, specs),
-                   extra_compile_args=[*CFLAGS, *TIERS[isa].cflags],
-                   extra_link_args=list(LDFLAGS))
+                   extra_compile_args=[*CFLAGS, *TIERS[isa].cflags, *sanitize],
+                   extra_link_args=[*LDFLAGS, *sanitize])
     return ffi
 
 

@@ -7,7 +7,6 @@ scales, resampling taps) as constants.
 """
 from __future__ import annotations
 
-import keyword
 import re
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -41,8 +40,14 @@ class Source:
     resample: object = None  # a resample _Plan key, dst bytes
 
 
+C_KEYWORDS = frozenset(
+    "auto break case char const continue default do double else enum extern float for goto "
+    "if inline int long register restrict return short signed sizeof static struct switch "
+    "typedef union unsigned void volatile while _Bool _Complex _Imaginary".split())
+
+
 def _c_name(name: str) -> str:
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name or "") or keyword.iskeyword(name):
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name or "") or name in C_KEYWORDS:
         raise Error(f"--name {name!r} is not a C identifier")
     return name
 

@@ -1,0 +1,474 @@
+"""Acceptance tests for `python -m gen export` (shared/API.md "Runtime, registry, export" and
+"Command line"; issue 6).
+
+Every case exports one problem with the command line into a temporary directory, compiles
+NAME.c with the contract's command line (portable C), with -mavx2 -mfma -mf16c when the CPU
+has AVX2 (the vector path) and with -fopenmp, links shared libraries, loads them with ctypes
+and runs NAME(src, dst) on gen.Memory buffers.  The result must equal gen's own result on the
+same Memory (bit for bit for reorder, shuffle and nearest resampling; linear resampling
+within f32 rounding for the portable build, bit for bit for the build of gen's own tier) and,
+for a spread of cases, an independent NumPy reference (tests/reference.py,
+tests/convert_reference.py, tests/resample_reference.py).  Blocked padding in dst is zero.
+"""
+import ctypes
+import itertools
+import os
+import re
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gen
+
+try:
+    from . import reference as ref
+    from . import convert_reference as cref
+    from . import resample_reference as rref
+except ImportError:  # tests/ is not a package
+    import reference as ref
+    import convert_reference as cref
+    import resample_reference as rref
+
+CC = os.environ.get("CC", "cc")
+CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror"]
+AVX2_FLAGS = ["-mavx2", "-mfma", "-mf16c"]
+GARBAGE = 0x5A
+_counter = itertools.count()
+
+
+def _cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+HAVE_AVX2 = {"avx2", "fma", "f16c"} <= _cpu_flags()
+GEN_ISA = gen.isa()
+
+
+def seed_of(*x):
+    return zlib.crc32(repr(x).encode())
+
+
+# ------------------------------------------------------------------ running the command line
+
+
+def run_cli(args, cwd):
+    return subprocess.run([sys.executable, "-m", "gen", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+def export(tmp_path, op, args, name):
+    out = tmp_path / "out"
+    r = run_cli(["export", op, *args, "--name", name, "-o", str(out)], cwd=tmp_path)
+    assert r.returncode == 0, f"export failed ({r.returncode}): {r.stderr}"
+    assert "Traceback" not in r.stderr
+    c, h = out / f"{name}.c", out / f"{name}.h"
+    assert c.is_file() and h.is_file(), list(out.iterdir())
+    return out
+
+
+def compile_c(cwd, args):
+    r = subprocess.run([CC, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, f"{' '.join([CC, *args])} failed:\n{r.stderr}"
+
+
+class Exported:
+    """One exported problem: its header text and a function per build."""
+
+    def __init__(self, out, name, openmp_run=False):
+        self.out, self.name = out, name
+        self.header = (out / f"{name}.h").read_text()
+        c = f"{name}.c"
+        # The contract's command line, exactly (portable path), then the vector path and OpenMP.
+        compile_c(out, CFLAGS + ["-c", c])
+        if HAVE_AVX2:
+            compile_c(out, CFLAGS + AVX2_FLAGS + ["-c", c])
+        compile_c(out, CFLAGS + ["-fopenmp", "-c", c])
+        self.builds = {"portable": self._load([])}
+        if HAVE_AVX2:
+            self.builds["avx2"] = self._load(AVX2_FLAGS)
+        if openmp_run:
+            self.builds["openmp"] = self._load(["-fopenmp"])
+            if HAVE_AVX2:
+                self.builds["avx2+openmp"] = self._load(AVX2_FLAGS + ["-fopenmp"])
+
+    def _load(self, extra):
+        so = self.out / f"lib{self.name}_{os.getpid()}_{next(_counter)}.so"
+        compile_c(self.out, CFLAGS + extra + ["-fPIC", "-shared", f"{self.name}.c", "-o",
+                                              so.name, "-lm"])
+        return ctypes.CDLL(str(so))
+
+    def sizes(self, build):
+        lib = self.builds[build]
+        return (ctypes.c_size_t.in_dll(lib, f"{self.name}_src_bytes").value,
+                ctypes.c_size_t.in_dll(lib, f"{self.name}_dst_bytes").value)
+
+    def call(self, build, src_mem, dst_mem):
+        fn = getattr(self.builds[build], self.name)
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        before = src_mem.data.tobytes()
+        rc = fn(src_mem.data.ctypes.data, dst_mem.data.ctypes.data)
+        assert rc == 0, f"{self.name} ({build}) returned {rc}"
+        assert src_mem.data.tobytes() == before, f"{self.name} ({build}) modified src"
+        return dst_mem
+
+    def check_header(self, src_desc, dst_desc):
+        n = self.name
+        h = re.sub(r"\s+", " ", self.header)
+        assert f"int {n}(const void *src, void *dst);" in h, self.header
+        for which in ("src", "dst"):
+            assert re.search(rf"extern const size_t (\w+, )?{n}_{which}_bytes\b", h), \
+                self.header
+        assert "restrict" not in h
+        for build in self.builds:
+            assert self.sizes(build) == (src_desc.nbytes, dst_desc.nbytes), build
+
+
+def garbage(desc):
+    m = gen.Memory(desc)
+    m.data[:] = GARBAGE
+    return m
+
+
+def padding_bytes(desc):
+    """Byte mask of desc's buffer: True where no logical element lives."""
+    lay = ref.layout_of_desc(desc)
+    isz = desc.nbytes // lay.footprint()
+    full = np.zeros(desc.nbytes, dtype=bool)
+    pad = np.repeat(ref.padding_mask(lay), isz)
+    full[: pad.size] = pad
+    return full
+
+
+def assert_padding_zero(mem, what):
+    mask = padding_bytes(mem.desc)
+    if mask.any():
+        bad = np.flatnonzero(mem.data[mask] != 0)
+        assert bad.size == 0, f"{what}: {bad.size} padding bytes not zero"
+
+
+def first_diff(a, b):
+    a, b = np.frombuffer(a, np.uint8), np.frombuffer(b, np.uint8)
+    d = np.flatnonzero(a != b)
+    return f"{d.size} of {a.size} bytes differ, first at byte {d[0]}" if d.size else ""
+
+
+def assert_same_bytes(got, want, what):
+    g, w = got.data.tobytes(), want.data.tobytes()
+    assert g == w, f"{what}: {first_diff(g, w)}"
+
+
+# ------------------------------------------------------------------ reorder
+
+# (id, dims, src DT:TAG, dst DT:TAG, attributes, check against the NumPy reference)
+REORDERS = [
+    ("nchw_nhwc", (2, 5, 3, 4), "f32:nchw", "f32:nhwc", {}, True),
+    ("nchw_nChw16c_pad", (2, 19, 3, 3), "f32:nchw", "f32:nChw16c", {}, True),
+    ("OIhw16i16o", (20, 19, 3, 3), "f32:oihw", "f32:OIhw16i16o", {}, True),
+    ("f32_s8_scale", (2, 7, 3, 5), "f32:nchw", "s8:nhwc", {"scales": [0.375]}, True),
+    ("f32_s8_per_channel", (2, 19, 2, 3), "f32:nchw", "s8:nChw16c",
+     {"scales": "per_channel", "scale_mask": 2}, True),
+    ("s8_f32_src_zp", (2, 6, 3, 4), "s8:nhwc", "f32:nchw", {"src_zero_point": -3}, True),
+    ("f32_bf16", (2, 11, 3, 3), "f32:nchw", "bf16:nChw8c", {}, True),
+    ("f16_u8_dst_zp", (2, 5, 4, 3), "f16:nchw", "u8:nhwc",
+     {"scales": [2.5], "dst_zero_point": 128}, True),
+    ("f32_s8_sum", (2, 19, 3, 2), "f32:nchw", "s8:nChw16c",
+     {"scales": [4.0], "sum_scale": 0.5}, True),
+    ("f32_f32_sum_nhwc", (2, 6, 3, 5), "f32:nhwc", "f32:nchw",
+     {"sum_scale": -1.25, "dst_zero_point": 1}, True),
+    ("weights_s8_mask1", (20, 19, 3, 3), "f32:oihw", "s8:OIhw4i16o4i",
+     {"scales": "per_0", "scale_mask": 1}, False),
+    # large enough for the OpenMP path (traffic >= 2 x 128 KiB)
+    ("big_nchw_nhwc", (2, 32, 24, 24), "f32:nchw", "f32:nhwc", {}, False),
+    ("big_bf16_f32", (2, 40, 24, 24), "bf16:nChw16c", "f32:nhwc", {}, False),
+]
+
+
+def _cli_attrs(attrs):
+    args = []
+    if "scales" in attrs:
+        args.append("--scales=" + ",".join(repr(float(s)) for s in attrs["scales"]))
+    for key in ("scale_mask", "src_zero_point", "dst_zero_point", "sum_scale"):
+        if key in attrs:
+            args.append(f"--{key.replace('_', '-')}={attrs[key]!r}")
+    return args
+
+
+def _src_values(dtype, dims, rng, attrs):
+    if not attrs and dtype in ("f32", "bf16", "f16"):
+        return ref.random_bits(dims, cref.np_dtype(dtype), rng)  # NaN payloads kept by copies
+    return cref.make_tensor(dtype, dims, rng)
+
+
+@pytest.mark.parametrize("case", REORDERS, ids=[c[0] for c in REORDERS])
+def test_reorder(tmp_path, case):
+    cid, dims, src, dst, attrs, with_reference = case
+    rng = np.random.default_rng(seed_of(cid))
+    attrs = dict(attrs)
+    if attrs.get("scales") == "per_channel":
+        attrs["scales"] = list(rng.integers(-16, 17, size=dims[1]) / 8.0)
+    elif attrs.get("scales") == "per_0":
+        attrs["scales"] = list(rng.integers(1, 33, size=dims[0]) / 16.0)
+    name = f"reorder_{cid}"
+    sdt, stag = src.split(":")
+    ddt, dtag = dst.split(":")
+    sd, dd = gen.MemoryDesc(dims, sdt, stag), gen.MemoryDesc(dims, ddt, dtag)
+    out = export(tmp_path, "reorder", ["--dims", "x".join(map(str, dims)), "--src", src,
+                                       "--dst", dst, *_cli_attrs(attrs)], name)
+    ex = Exported(out, name, openmp_run=cid.startswith("big"))
+    ex.check_header(sd, dd)
+
+    x = _src_values(sdt, dims, rng, attrs)
+    src_mem = gen.Memory.from_array(x, format=stag)
+    sum_mode = "sum_scale" in attrs
+    if sum_mode:
+        # dst is read: known old values (padding included, which must come out zero)
+        old = cref.make_tensor(ddt, dims, rng) if ddt != "f32" else \
+            rng.integers(-50, 50, size=dims).astype(np.float32)
+        old_mem = gen.Memory.from_array(old, format=dtag)
+        old_mem.data[padding_bytes(dd)] = GARBAGE
+
+        def fresh():
+            m = gen.Memory(dd)
+            m.data[:] = old_mem.data
+            return m
+    else:
+        fresh = lambda: garbage(dd)  # noqa: E731
+
+    want = gen.reorder(src_mem, fresh(), **attrs)
+    assert_padding_zero(want, "gen.reorder")
+    if with_reference:
+        r = cref.reference_reorder(
+            x, ddt, scales=attrs.get("scales"), scale_mask=attrs.get("scale_mask", 0),
+            src_zero_point=attrs.get("src_zero_point", 0),
+            dst_zero_point=attrs.get("dst_zero_point", 0), sum_scale=attrs.get("sum_scale"),
+            dst_old=old if sum_mode else None)
+    for build in ex.builds:
+        got = ex.call(build, src_mem, fresh())
+        assert_same_bytes(got, want, f"{name} ({build}) vs gen.reorder")
+        assert_padding_zero(got, f"{name} ({build})")
+        if with_reference:
+            logical = ref.unpack(got.data, dims, dtag, cref.np_dtype(ddt))
+            cref.assert_same(logical, r, x, f"{name} ({build}) vs NumPy reference")
+
+
+# ------------------------------------------------------------------ shuffle_channels
+
+# (id, dims, DT:TAG, axis, group, backward)
+SHUFFLES = [
+    ("nchw_g3", (2, 6, 3, 4), "f32:nchw", 1, 3, False),
+    ("nhwc_g4", (2, 8, 3, 3), "u8:nhwc", 1, 4, False),
+    ("nChw16c_116_g2", (1, 116, 3, 3), "f32:nChw16c", 1, 2, False),
+    ("nChw16c_116_g2_bwd", (1, 116, 3, 3), "f32:nChw16c", 1, 2, True),
+    ("nChw8c_bf16_g3_bwd", (2, 12, 2, 3), "bf16:nChw8c", 1, 3, True),
+    ("f64_axis3", (2, 3, 2, 6), "f64:nhwc", 3, 2, False),
+    ("big_nhwc_g2", (2, 64, 16, 18), "f32:nhwc", 1, 2, False),
+]
+
+
+def shuffle_reference(x, axis, group, backward):
+    shape = x.shape
+    c = shape[axis]
+    outer = int(np.prod(shape[:axis], dtype=np.int64))
+    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    g, k = (c // group, group) if backward else (group, c // group)
+    y = x.reshape(outer, g, k, inner).transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(y).reshape(shape)
+
+
+@pytest.mark.parametrize("case", SHUFFLES, ids=[c[0] for c in SHUFFLES])
+def test_shuffle(tmp_path, case):
+    cid, dims, src, axis, group, backward = case
+    dt, tag = src.split(":")
+    desc = gen.MemoryDesc(dims, dt, tag)
+    name = f"shuffle_{cid}"
+    args = ["--dims", "x".join(map(str, dims)), "--src", src, f"--axis={axis}",
+            f"--group={group}"] + (["--backward"] if backward else [])
+    ex = Exported(export(tmp_path, "shuffle_channels", args, name), name,
+                  openmp_run=cid.startswith("big"))
+    ex.check_header(desc, desc)
+    rng = np.random.default_rng(seed_of(cid))
+    npdt = np.dtype(np.float64) if dt == "f64" else cref.np_dtype(dt)
+    x = ref.random_bits(dims, npdt, rng)
+    src_mem = gen.Memory.from_array(x, format=tag)
+    op = gen.shuffle_channels_backward if backward else gen.shuffle_channels
+    want = op(src_mem, axis=axis, group=group)
+    assert want.desc == desc
+    r = shuffle_reference(x, axis, group, backward)
+    r_raw = ref.pack(r, tag, desc.nbytes)
+    for build in ex.builds:
+        got = ex.call(build, src_mem, garbage(desc))
+        assert_same_bytes(got, want, f"{name} ({build}) vs gen")
+        assert got.data.tobytes() == r_raw.tobytes(), \
+            f"{name} ({build}) vs NumPy reference: {first_diff(got.data.tobytes(), r_raw.tobytes())}"
+
+
+# ------------------------------------------------------------------ resample
+
+# (id, dims (forward src), DT:TAG, alg, out spatial, backward)
+RESAMPLES = [
+    ("1d_ncw_linear_up", (2, 3, 7), "f32:ncw", "linear", (12,), False),
+    ("1d_nwc_nearest_down_bwd", (2, 5, 9), "f32:nwc", "nearest", (4,), True),
+    ("2d_nchw_linear", (1, 3, 5, 6), "f32:nchw", "linear", (9, 4), False),
+    ("2d_nchw_linear_bwd", (1, 3, 5, 6), "f32:nchw", "linear", (9, 4), True),
+    ("2d_nhwc_nearest", (2, 5, 6, 5), "f32:nhwc", "nearest", (3, 8), False),
+    ("2d_nChw8c_linear_pad", (1, 10, 4, 4), "f32:nChw8c", "linear", (7, 3), False),
+    ("2d_nChw8c_nearest_bwd", (1, 10, 4, 4), "f32:nChw8c", "nearest", (7, 3), True),
+    ("2d_bf16_nChw16c_linear", (1, 20, 3, 5), "bf16:nChw16c", "linear", (6, 2), False),
+    ("2d_u8_nhwc_nearest", (2, 4, 5, 3), "u8:nhwc", "nearest", (2, 7), False),
+    ("3d_ncdhw_nearest", (1, 2, 3, 4, 5), "f32:ncdhw", "nearest", (5, 3, 7), False),
+    ("3d_ndhwc_linear_bwd", (1, 3, 4, 3, 2), "f32:ndhwc", "linear", (2, 5, 3), True),
+    ("3d_nCdhw8c_linear", (1, 9, 2, 3, 4), "f32:nCdhw8c", "linear", (3, 2, 6), False),
+    ("big_2d_nhwc_linear", (1, 32, 24, 24), "f32:nhwc", "linear", (48, 36), False),
+]
+
+
+def _resample_values(dt, dims, rng):
+    if dt in ("u8", "s8"):
+        lo, hi = rref.INT_RANGE[dt]
+        return rng.integers(lo, hi + 1, size=dims).astype(rref.NP_OF[dt])
+    return rng.standard_normal(dims).astype(np.float32).astype(rref.NP_OF[dt])
+
+
+def _exact_tier(build):
+    """True when gen's own result comes from the same tier as this build."""
+    vector = build.startswith("avx2")
+    return (GEN_ISA == "avx2") == vector
+
+
+@pytest.mark.parametrize("case", RESAMPLES, ids=[c[0] for c in RESAMPLES])
+def test_resample(tmp_path, case):
+    cid, dims, src, alg, out_sp, backward = case
+    dt, tag = src.split(":")
+    fwd_src = gen.MemoryDesc(dims, dt, tag)
+    fwd_dst = gen.MemoryDesc(dims[:2] + out_sp, dt, tag)
+    s, d = (fwd_dst, fwd_src) if backward else (fwd_src, fwd_dst)
+    name = f"resample_{cid}"
+    args = ["--dims", "x".join(map(str, dims)), "--src", src, "--alg", alg,
+            "--out-spatial", "x".join(map(str, out_sp))] + (["--backward"] if backward else [])
+    ex = Exported(export(tmp_path, "resample", args, name), name,
+                  openmp_run=cid.startswith("big"))
+    ex.check_header(s, d)
+    rng = np.random.default_rng(seed_of(cid))
+    x = _resample_values(dt, s.dims, rng)
+    src_mem = gen.Memory.from_array(x, format=tag)
+    if backward:
+        want = gen.resample_backward(src_mem, alg=alg, in_spatial=dims[2:])
+        exact = rref.backward(x, dims[2:], alg)
+        mag = rref.backward_abs(x, dims[2:], alg)
+    else:
+        want = gen.resample(src_mem, alg=alg, out_spatial=out_sp)
+        exact = rref.forward(x, out_sp, alg)
+        mag = rref.forward_abs(x, out_sp, alg)
+    assert want.desc == d
+    assert_padding_zero(want, "gen")
+    want_arr = want.to_array()
+    for build in ex.builds:
+        got = ex.call(build, src_mem, garbage(d))
+        what = f"{name} ({build})"
+        assert_padding_zero(got, what)
+        got_arr = got.to_array()
+        msg = rref.check(got_arr, exact, mag, dt)
+        assert msg is None, f"{what} vs NumPy reference: {msg}"
+        if alg == "nearest" or _exact_tier(build):
+            assert_same_bytes(got, want, f"{what} vs gen")
+        elif dt == "f32":
+            err = np.abs(got_arr.astype(np.float64) - want_arr.astype(np.float64))
+            tol = 1e-5 * mag + 1e-30
+            assert (err <= tol).all(), \
+                f"{what} vs gen: max relative error {np.max(err / (mag + 1e-30)):.3g}"
+        else:
+            ulps = rref.ulp_distance(got_arr, want_arr)
+            assert ulps.max() <= 1, f"{what} vs gen: {int(ulps.max())} ulps"
+    if alg == "nearest" and not backward:
+        # nearest forward is a pure gather: a bitwise copy of the selected elements
+        g = rref.nearest_gather(x, out_sp)
+        assert ref.same_bits(want_arr, g)
+
+
+# ------------------------------------------------------------------ the command line itself
+
+
+OPTIONS = ["--dims", "--src", "--dst", "--scales", "--scale-mask", "--src-zero-point",
+           "--dst-zero-point", "--sum-scale", "--axis", "--group", "--alg", "--out-spatial",
+           "--backward", "--name", "-o"]
+
+
+def test_export_help(tmp_path):
+    r = run_cli(["export", "--help"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    for word in OPTIONS + ["reorder", "shuffle_channels", "resample", "nearest", "linear"]:
+        assert word in r.stdout, f"export --help does not mention {word}"
+
+
+BAD = [
+    ("unknown_op", ["export", "transpose", "--dims", "2x3", "--src", "f32:nc"]),
+    ("bad_dims", ["export", "reorder", "--dims", "2xa", "--src", "f32:nc"]),
+    ("zero_dim", ["export", "reorder", "--dims", "2x0", "--src", "f32:nc"]),
+    ("unknown_dtype", ["export", "reorder", "--dims", "2x3", "--src", "f31:nc"]),
+    ("unknown_tag", ["export", "reorder", "--dims", "2x3x4x5", "--src", "f32:nchx"]),
+    ("tag_rank", ["export", "reorder", "--dims", "2x3", "--src", "f32:nchw"]),
+    ("no_colon", ["export", "reorder", "--dims", "2x3", "--src", "f32"]),
+    ("bad_dst_dtype", ["export", "reorder", "--dims", "2x3", "--src", "f32:nc",
+                       "--dst", "q7:nc"]),
+    ("scales_count", ["export", "reorder", "--dims", "2x3", "--src", "f32:nc", "--dst",
+                      "s8:nc", "--scales", "1,2", "--scale-mask", "2"]),
+    ("group", ["export", "shuffle_channels", "--dims", "1x6x2x2", "--src", "f32:nchw",
+               "--group", "4"]),
+    ("axis", ["export", "shuffle_channels", "--dims", "1x6x2x2", "--src", "f32:nchw",
+              "--axis", "4"]),
+    ("no_out_spatial", ["export", "resample", "--dims", "1x2x3x3", "--src", "f32:nchw"]),
+    ("out_spatial_rank", ["export", "resample", "--dims", "1x2x3x3", "--src", "f32:nchw",
+                          "--out-spatial", "4"]),
+    ("bad_alg", ["export", "resample", "--dims", "1x2x3x3", "--src", "f32:nchw",
+                 "--alg", "cubic", "--out-spatial", "4x4"]),
+    ("resample_s32", ["export", "resample", "--dims", "1x2x3x3", "--src", "s32:nchw",
+                      "--out-spatial", "4x4"]),
+]
+BAD_NAMES = ["1abc", "a-b", "int", ""]
+
+
+def _check_one_line_error(r, what):
+    assert r.returncode != 0, f"{what}: exit 0"
+    assert "Traceback" not in r.stderr, f"{what}: {r.stderr}"
+    lines = r.stderr.strip("\n").split("\n")
+    assert len(lines) == 1 and lines[0].strip(), f"{what}: stderr {r.stderr!r}"
+
+
+@pytest.mark.parametrize("case", BAD, ids=[c[0] for c in BAD])
+def test_bad_options(tmp_path, case):
+    cid, args = case
+    r = run_cli(args + ["--name", "k", "-o", str(tmp_path / "out")], cwd=tmp_path)
+    _check_one_line_error(r, cid)
+    assert not (tmp_path / "out" / "k.c").exists()
+
+
+@pytest.mark.parametrize("bad", BAD_NAMES)
+def test_bad_name(tmp_path, bad):
+    r = run_cli(["export", "reorder", "--dims", "2x3", "--src", "f32:nc", "--name", bad,
+                 "-o", str(tmp_path / "out")], cwd=tmp_path)
+    _check_one_line_error(r, f"--name {bad!r}")
+
+
+def test_cli_py_by_path(tmp_path):
+    """`python cli.py export ...` at the repository root is the same program."""
+    cli = Path(__file__).resolve().parents[1] / "cli.py"
+    if not cli.is_file():
+        pytest.skip("no cli.py next to tests/")
+    r = subprocess.run([sys.executable, str(cli), "export", "reorder", "--dims", "2x3",
+                        "--src", "f32:nc", "--dst", "f32:cn", "--name", "k", "-o",
+                        str(tmp_path / "out")], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out" / "k.c").is_file() and (tmp_path / "out" / "k.h").is_file()
