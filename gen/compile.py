@@ -28,8 +28,11 @@ def ffi_for(isa: str) -> cffi.FFI:
     ffi = cffi.FFI()
     ffi.cdef(codegen.cdef(specs))
     sanitize = SANITIZE if os.environ.get("GEN_SANITIZE", "") not in ("", "0") else ()
-    ffi.set_source(codegen.module_name(isa), codegen.render_module(isa, specs),
-                   extra_compile_args=[*CFLAGS, *TIERS[isa].cflags, *sanitize],
+    flags = [*CFLAGS, *TIERS[isa].cflags, *sanitize]
+    # The flags in the source: a build with other flags changes the file, so setuptools
+    # recompiles instead of reusing objects of the previous build.
+    source = f"/* cc {' '.join(flags)} */\n" + codegen.render_module(isa, specs)
+    ffi.set_source(codegen.module_name(isa), source, extra_compile_args=flags,
                    extra_link_args=[*LDFLAGS, *sanitize])
     return ffi
 
