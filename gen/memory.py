@@ -51,6 +51,20 @@ class Memory:
         return f"Memory({self.desc!r})"
 
 
+def check_call(src, dst, src_desc, dst_desc, what: str) -> "tuple[int, int]":
+    """A primitive's call: two Memories of its descriptors that do not overlap. Returns
+    their addresses."""
+    for name, mem, want in (("src", src, src_desc), ("dst", dst, dst_desc)):
+        if not isinstance(mem, Memory):
+            raise Error(f"{name} must be a gen.Memory, got {type(mem).__name__}")
+        if mem.desc is not want and mem.desc != want:
+            raise Error(f"{name} desc {mem.desc} differs from the primitive's {want}")
+    sa, da = src._addr, dst._addr
+    if sa < da + dst_desc.nbytes and da < sa + src_desc.nbytes:
+        raise Error(f"src and dst memory overlap; in-place {what} is not supported")
+    return sa, da
+
+
 def _wrap(buffer, desc) -> np.ndarray:
     try:
         view = memoryview(buffer)

@@ -16,7 +16,7 @@ import numpy as np
 from .. import dtypes, plan, registry, runtime
 from ..errors import Error
 from ..layout import MemoryDesc
-from ..memory import Memory, Operand
+from ..memory import Memory, Operand, check_call
 from ..problem import Layout
 
 # Zero points of a float type must be integers a float holds exactly.
@@ -201,14 +201,7 @@ class Reorder:
 
     def __call__(self, src, dst, *, threads=None):
         t0 = time.perf_counter()
-        for name, mem, want in (("src", src, self.src_desc), ("dst", dst, self.dst_desc)):
-            if not isinstance(mem, Memory):
-                raise Error(f"{name} must be a gen.Memory, got {type(mem).__name__}")
-            if mem.desc != want:
-                raise Error(f"{name} desc {mem.desc} differs from the primitive's {want}")
-        sa, da = src._addr, dst._addr
-        if sa < da + self.dst_desc.nbytes and da < sa + self.src_desc.nbytes:
-            raise Error("src and dst memory overlap; in-place reorders are not supported")
+        sa, da = check_call(src, dst, self.src_desc, self.dst_desc, "reorder")
         self._plan.run(sa, da, runtime.num_threads(threads), self._attr[0])
         if runtime.VERBOSE:
             _verbose(self.kernel, Operand.of_memory(src), self.dst_desc, t0)

@@ -20,7 +20,7 @@ import numpy as np
 from .. import dtypes, plan, registry, runtime, space
 from ..errors import Error
 from ..layout import MemoryDesc
-from ..memory import Memory, Operand
+from ..memory import Memory, Operand, check_call
 from ..problem import Layout
 from .reorder import reorder
 
@@ -471,14 +471,7 @@ class _Primitive:
 
     def __call__(self, src, dst, *, threads=None):
         t0 = time.perf_counter()
-        for name, mem, want in (("src", src, self.src_desc), ("dst", dst, self.dst_desc)):
-            if not isinstance(mem, Memory):
-                raise Error(f"{name} must be a gen.Memory, got {type(mem).__name__}")
-            if mem.desc != want:
-                raise Error(f"{name} desc {mem.desc} differs from the primitive's {want}")
-        sa, da = src._addr, dst._addr
-        if sa < da + self.dst_desc.nbytes and da < sa + self.src_desc.nbytes:
-            raise Error("src and dst memory overlap; in-place resampling is not supported")
+        sa, da = check_call(src, dst, self.src_desc, self.dst_desc, "resampling")
         self._plan.run(sa, da, runtime.num_threads(threads))
         if runtime.VERBOSE:
             _verbose(self.op, self.kernel, Operand.of_memory(src), Operand.of_memory(dst),

@@ -17,7 +17,7 @@ import numpy as np
 from .. import dtypes, plan, runtime
 from ..errors import Error
 from ..layout import MemoryDesc
-from ..memory import Memory, Operand
+from ..memory import Memory, Operand, check_call
 from ..problem import Layout
 
 
@@ -114,14 +114,7 @@ class ShuffleChannels:
 
     def __call__(self, src, dst, *, threads=None):
         t0 = time.perf_counter()
-        for name, mem in (("src", src), ("dst", dst)):
-            if not isinstance(mem, Memory):
-                raise Error(f"{name} must be a gen.Memory, got {type(mem).__name__}")
-            if mem.desc != self.desc:
-                raise Error(f"{name} desc {mem.desc} differs from the primitive's {self.desc}")
-        sa, da, n = src._addr, dst._addr, self.desc.nbytes
-        if sa < da + n and da < sa + n:
-            raise Error("src and dst memory overlap; in-place shuffles are not supported")
+        sa, da = check_call(src, dst, self.desc, self.desc, "shuffle")
         self._plan.run(sa, da, runtime.num_threads(threads))
         if runtime.VERBOSE:
             _verbose(self._op, self.kernel, Operand.of_memory(src), self.axis, self.group, t0)
