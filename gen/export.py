@@ -97,7 +97,7 @@ def render(src: Source) -> "tuple[str, str]":
         dzp = float(at.dst_zero_point) if at.dst_zero_point else -0.0
         attr = (f".scales = {scales}, .src_zp = {_literal('float', at.src_zero_point)}, "
                 f".dst_zp = {_literal('float', dzp)}, "
-                f".beta = {_literal('float', at.sum_scale or 0.0)}, "
+                f".beta = {_literal('float', 0.0 if at.sum_scale is None else at.sum_scale)}, "
                 f".sum = {int(at.sum_scale is not None)}")
     for p in src.plans:
         bound = {tier: plan.bind(p.problem, p.dst_nbytes, p.convert, tier) for tier, _ in TIERS}

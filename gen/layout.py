@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
+
 from . import dtypes
 from .errors import Error
 
@@ -61,6 +63,20 @@ def parse_tag(tag, ndims: int):
     return order, blocks
 
 
+# Byte sizes from here on do not fit the kernels' signed 64-bit offsets.
+MAX_BYTES = 1 << 63
+
+
+def _index(v):
+    """v as an int when it is an integer (not a bool, not an array), else None."""
+    if isinstance(v, (bool, np.bool_)) or not hasattr(v, "__index__"):
+        return None
+    try:
+        return v.__index__()
+    except TypeError:  # e.g. a NumPy array of several elements
+        return None
+
+
 def _check_dims(dims) -> tuple:
     try:
         dims = tuple(dims)
@@ -69,9 +85,9 @@ def _check_dims(dims) -> tuple:
     if not 1 <= len(dims) <= MAX_NDIMS:
         raise Error(f"dims {dims!r} must have 1 to {MAX_NDIMS} entries")
     for d in dims:
-        if isinstance(d, bool) or not hasattr(d, "__index__") or d.__index__() <= 0:
+        if _index(d) is None or _index(d) <= 0:
             raise Error(f"dims {dims!r} must be positive integers, bad entry {d!r}")
-    return tuple(d.__index__() for d in dims)
+    return tuple(_index(d) for d in dims)
 
 
 def _block_products(ndims, blocks):
@@ -113,6 +129,9 @@ class MemoryDesc:
         self._key = (dims, dtypes.name(dtype), padded, strides, blocks)
         last = sum((n - 1) * s for a in range(len(dims)) for n, s in self.parts(a))
         self._nbytes = (last + 1) * self.itemsize  # every op call checks it: computed once
+        if self._nbytes >= MAX_BYTES:
+            raise Error(f"dims {dims} of {dtypes.name(dtype)} need {self._nbytes} bytes, "
+                        f"more than gen's 64-bit offsets address ({MAX_BYTES})")
 
     @classmethod
     def _make(cls, dims, dtype, padded, strides, blocks) -> "MemoryDesc":
@@ -205,9 +224,9 @@ def _check_strides(strides, dims) -> tuple:
     if len(strides) != len(dims):
         raise Error(f"strides {strides!r} must have one entry per dim ({len(dims)})")
     for s in strides:
-        if isinstance(s, bool) or not hasattr(s, "__index__") or s.__index__() <= 0:
+        if _index(s) is None or _index(s) <= 0:
             raise Error(f"strides {strides!r} must be positive integers, bad entry {s!r}")
-    strides = tuple(s.__index__() for s in strides)
+    strides = tuple(_index(s) for s in strides)
     # Sorted by stride, each axis must step over the whole extent of the ones inside it.
     extent = 0
     for s, d in sorted((s, d) for s, d in zip(strides, dims) if d > 1):
@@ -222,10 +241,10 @@ def _check_perm(perm, ndims) -> tuple:
         perm = tuple(perm)
     except TypeError:
         raise Error(f"perm must be a sequence of axis indices, got {perm!r}") from None
-    ok = all(not isinstance(p, bool) and hasattr(p, "__index__") for p in perm)
-    if not ok or sorted(p.__index__() for p in perm) != list(range(ndims)):
+    ok = all(_index(p) is not None for p in perm)
+    if not ok or sorted(_index(p) for p in perm) != list(range(ndims)):
         raise Error(f"perm {perm!r} is not a permutation of 0..{ndims - 1}")
-    return tuple(p.__index__() for p in perm)
+    return tuple(_index(p) for p in perm)
 
 
 def _reshape(md: MemoryDesc, dims: tuple) -> MemoryDesc:

@@ -23,7 +23,10 @@ class Memory:
             raise Error(f"desc must be a gen.MemoryDesc, got {desc!r}")
         nbytes = desc.nbytes
         if buffer is None:
-            raw = np.zeros(nbytes + ALIGN, np.uint8)
+            try:
+                raw = np.zeros(nbytes + ALIGN, np.uint8)
+            except (MemoryError, ValueError):
+                raise Error(f"cannot allocate {nbytes} bytes for {desc}") from None
             start = -raw.ctypes.data % ALIGN
             data = raw[start:start + nbytes]
         else:
@@ -75,8 +78,11 @@ def _wrap(buffer, desc) -> np.ndarray:
         raise Error("buffer is read-only; a Memory must be writable")
     if not view.c_contiguous:
         raise Error("buffer must be contiguous")
-    data = np.frombuffer(view.cast("B") if view.ndim != 1 or view.format != "B" else view,
-                         np.uint8)
+    try:
+        data = np.frombuffer(view.cast("B") if view.ndim != 1 or view.format != "B" else view,
+                             np.uint8)
+    except (TypeError, ValueError) as e:
+        raise Error(f"buffer {type(buffer).__name__} cannot be read as bytes: {e}") from None
     if data.nbytes < desc.nbytes:
         raise Error(f"buffer of {data.nbytes} bytes is too small for {desc} "
                     f"({desc.nbytes} bytes)")

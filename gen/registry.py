@@ -56,6 +56,8 @@ MOVERS = ("shuffle_channels", "shuffle_channels_backward")
 
 def kernels(op=None):
     """Descriptions of every built kernel of every tier, once per op that uses it."""
+    if op is not None and not isinstance(op, str):
+        raise Error(f"op must be an op's name (a string) or None, got {op!r}")
     out = []
     for tier in TIERS:
         for s in space.kernels(tier):

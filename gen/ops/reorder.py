@@ -49,17 +49,19 @@ class Attrs:
         at.src_zp = float(self.src_zero_point)
         # + -0.0 is the exact identity (+ 0.0 would turn -0.0 into +0.0)
         at.dst_zp = float(self.dst_zero_point) if self.dst_zero_point else -0.0
-        at.beta = self.sum_scale or 0.0
+        at.beta = 0.0 if self.sum_scale is None else self.sum_scale  # -0.0 kept
         at.sum = self.sum_scale is not None
         return at, self.scales
 
 
 def _finite(name, value):
     """A float that stays finite as the f32 the kernels compute with."""
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        raise Error(f"{name} must be a real number, got {value!r}")
     try:
         v = float(value)
-    except (TypeError, ValueError):
-        raise Error(f"{name} must be a real number, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise Error(f"{name} must be a real number finite in f32, got {value!r}") from None
     with np.errstate(over="ignore"):
         if not math.isfinite(v) or not np.isfinite(np.float32(v)):
             raise Error(f"{name} must be finite in f32, got {value!r}")
@@ -91,8 +93,8 @@ def _scales(scales, scale_mask, dims):
         return np.ones(1, np.float32), 0
     try:
         values = np.asarray(scales, dtype=np.float64).ravel()
-    except (TypeError, ValueError):
-        raise Error(f"scales must be numbers, got {scales!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise Error(f"scales must be numbers finite in f32, got {scales!r}") from None
     want = math.prod(d for axis, d in enumerate(dims) if mask >> axis & 1)
     if values.size != want:
         raise Error(f"len(scales)={values.size} does not match scale_mask={mask}: the masked "

@@ -28,6 +28,8 @@ ALGS = ("nearest", "linear")
 # The weighted kernel's buffer of combined source lines: floats per segment (fits L1), and
 # channels per chunk of a run.
 BUFFER = 1 << 13
+# An output size past any descriptor's (floor(in * factor) of a huge factor)
+MAX_SIZE = 1 << 62
 CHANNEL_CHUNK = 256
 # Channels-last by rank: the format "any" picks (runs of channels vectorise).
 CHANNELS_LAST = {3: "nwc", 4: "nhwc", 5: "ndhwc"}
@@ -302,8 +304,17 @@ def _cached(key: _Key, dst_nbytes) -> _Plan:
     if p is None:
         if len(_PLANS) > 64:
             _PLANS.clear()
-        p = _PLANS[(key, dst_nbytes)] = _Plan(key, dst_nbytes)
+        p = _PLANS[(key, dst_nbytes)] = _plan_of(key, dst_nbytes)
     return p
+
+
+def _plan_of(key: _Key, dst_nbytes) -> _Plan:
+    """The plan, or gen.Error when its per-axis tables cannot be held in memory."""
+    try:
+        return _Plan(key, dst_nbytes)
+    except (MemoryError, ValueError) as e:
+        raise Error(f"resampling {key.dims_in} -> {key.dims_out} is too large to plan: "
+                    f"{e}") from None
 
 
 # ---------------------------------------------------------------- validation
@@ -353,8 +364,12 @@ def out_spatial_of(spatial_in, out_spatial, factors):
     if out_spatial is not None:
         return _sizes("out_spatial", out_spatial, nsp)
     try:
+        factors = tuple(factors)
+        if any(isinstance(f, (bool, np.bool_)) or not isinstance(f, (numbers.Real, np.number))
+               for f in factors):
+            raise TypeError
         factors = tuple(float(f) for f in factors)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise Error(f"factors must be a sequence of {nsp} numbers, got {factors!r}") from None
     if len(factors) != nsp:
         raise Error(f"factors={factors!r} has {len(factors)} entries; the source has {nsp} "
@@ -364,7 +379,7 @@ def out_spatial_of(spatial_in, out_spatial, factors):
         if not math.isfinite(f) or f < 0:
             raise Error(f"factors={factors!r}: a factor must be finite and non-negative, "
                         f"got {f!r}")
-        n = math.floor(size * f)
+        n = math.floor(size * f) if size * f < MAX_SIZE else MAX_SIZE
         if n <= 0:
             raise Error(f"factors={factors!r}: floor({size} * {f!r}) = {n} is an empty output")
         out.append(n)
@@ -385,6 +400,7 @@ def _execute(x, src: Operand, out_dims, alg, backward, format, threads, op):
     t0 = time.perf_counter()
     alg = _alg(alg)
     dtype = _dtype(src.dtype)
+    MemoryDesc(out_dims, dtype)  # a result too large to address is a gen.Error here
     if format is not None:
         if not isinstance(format, str):
             raise Error(f"format must be a format tag string, got {format!r}")
@@ -466,7 +482,7 @@ class _Primitive:
         key = _Key(src_desc.dims, dst_desc.dims, Layout.of_desc(src_desc),
                    Layout.of_desc(dst_desc), src_desc.dtype, self.alg,
                    self.op == "resample_backward")
-        self._plan = _Plan(key, dst_desc.nbytes)
+        self._plan = _plan_of(key, dst_desc.nbytes)
         self.kernel = self._plan.kernel
 
     def __call__(self, src, dst, *, threads=None):
