@@ -163,16 +163,16 @@ class _Plan:
         tb.scalar("rows", rows)
         tb.scalar("stream", dst_nbytes >= plan.STREAM_BYTES and dtypes.name(key.dtype) == "f32")
         if nearest and rows:
-            tb.array("row_off", "int32_t", src_off)
+            tb.array("row_off", "int32_t", _pad8(src_off))
             size = key.dims_in[-1]
             row = _offsets(key.src, len(key.dims_in) - 1, np.arange(size))
             if np.array_equal(row, np.arange(size)):  # a contiguous source row: windows
-                win, wide, perm = _windows(axes[2].src[None, :], 0, size)
+                win, wide, perm = _windows(_pad8(axes[2].src[None, :]), 0, size)
                 tb.array("win", "int32_t", np.where(win >= 0, win * esize, -1))
                 tb.array("wide", "int32_t", wide)
                 tb.array("perm", "int32_t", perm)
             else:
-                tb.array("win", "int32_t", np.full(axes[2].out, -1))
+                tb.array("win", "int32_t", np.full(_pad8(src_off).size, -1))
         if not nearest:
             self._last_axis(tb, axes[2], [ax.start for ax in axes[:2]], key, esize,
                             int(runs.max()))
@@ -196,7 +196,8 @@ class _Plan:
         owner = np.repeat(np.arange(last.out), counts)
         index[slot, owner], weight[slot, owner] = last.src, last.weight
         tb.scalar("taps2", taps)
-        tb.array("w2", "float", weight)
+        tb.array("w2", "float", _pad8(weight))
+        tb.scalar("pitch", _pad8(weight).shape[1])
         axis = len(key.dims_in) - 1
         soff2 = _offsets(key.src, axis, np.arange(key.dims_in[axis])) * esize
         tb.array("soff2", "int64_t", soff2)
@@ -213,8 +214,8 @@ class _Plan:
         for begin, end, lo, _ in zip(*(seg[i::4] for i in range(4))):
             part = index[:, begin:end]
             line[:, begin:end] = np.where(part >= 0, part - lo + 1, 0)
-        tb.array("idx2", "int32_t", line)
-        win, wide, perm = _windows(line, 1, None)
+        tb.array("idx2", "int32_t", _pad8(line))
+        win, wide, perm = _windows(_pad8(line), 1, None)
         tb.array("win", "int32_t", win)
         tb.array("wide", "int32_t", wide)
         tb.array("perm", "int32_t", perm)
@@ -244,6 +245,14 @@ def _segments(index, cw):
     return out + [begin, index.shape[1], lo or 0, hi or 0]
 
 
+def _pad8(table):
+    """The table's rows (last axis: outputs) run on to a multiple of 8 by repeating their last
+    entry: the kernel's last step of 8 reads valid taps, then stores only the real outputs."""
+    table = np.atleast_1d(table)
+    extra = -table.shape[-1] % 8
+    return np.concatenate([table, np.repeat(table[..., -1:], extra, -1)], -1)
+
+
 def _windows(index, lowest, size):
     """Per step of 8 outputs (at multiples of 8): the first of the 8 or 16 consecutive sources
     that hold all of the step's taps, or -1 (then the kernel gathers), whether it takes 16,
@@ -253,7 +262,7 @@ def _windows(index, lowest, size):
     win = np.full(n, -1, np.int64)
     wide = np.zeros(n, np.int64)
     perm = np.zeros((taps, n), np.int64)
-    for s in range(0, n - 7, 8):
+    for s in range(0, n, 8):
         block = index[:, s:s + 8]
         base, span = int(block.min()), int(block.max() - block.min()) + 1
         width = 8 if span <= 8 else 16
