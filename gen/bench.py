@@ -24,7 +24,7 @@ not have) is skipped with a note on stderr and exit status 1.
   the aten op autograd calls for it (`_upsample_nearest_exact2d_backward`,
   `upsample_bilinear2d_backward`, `upsample_trilinear3d_backward`), called directly so that
   only the backward is timed. These keep the layout; each allocates its result, as these calls
-  do, from a warm heap (see torch_times); "vs torch" likewise;
+  do, from a warm heap (see _TORCH_ENV); "vs torch" likewise;
 - OpenVINO (same venv) on the shuffles and the resampling forwards: a compiled one-op model
   (ShuffleChannels; Interpolate-11 with sizes, half_pixel, round_prefer_ceil, no antialias,
   nearest or linear_onnx, the settings of peers/others/NOTES.md that give oneDNN's semantics)
@@ -546,34 +546,25 @@ def peers2_python(label, column):
     return None
 
 
-def torch_times(cases, threads, min_time, repeat):
-    """PyTorch's peer_times on the cases that have a torch equivalent, or {} with a note."""
-    todo = [(c.name, c.torch) for c in cases if c.torch]
-    python = peers2_python("PyTorch", "torch") if todo else None
+# glibc would mmap a torch result >= 32 MiB afresh each call (dequantize's f32): page faults
+# would dominate; keep freed blocks so every torch result is a warm heap block
+_TORCH_ENV = {"MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+
+
+def peers2_times(label, column, cases, threads, min_time, repeat):
+    """peer_times of the peers2 venv's `column` peer ("torch" or "openvino") on the cases that
+    have an equivalent, or {} with a note."""
+    todo = [(c.name, getattr(c, column)) for c in cases if getattr(c, column)]
+    python = peers2_python(label, column) if todo else None
     if python is None:
         return {}
-
-    # glibc would mmap a result >= 32 MiB afresh each call (dequantize's f32): page faults
-    # would dominate; keep freed blocks so every torch result is a warm heap block
-    def env(n):
-        return dict(os.environ, PEER_NTHR=str(n), MALLOC_MMAP_THRESHOLD_=str(1 << 30),
-                    MALLOC_TRIM_THRESHOLD_=str(1 << 30))
-
-    return peer_times("PyTorch", python, _TORCH_SCRIPT, env, todo, threads, min_time, repeat)
-
-
-def openvino_times(cases, threads, min_time, repeat):
-    """OpenVINO's peer_times on the cases that have an OpenVINO op, or {} with a note."""
-    todo = [(c.name, c.openvino) for c in cases if c.openvino]
-    python = peers2_python("OpenVINO", "openvino") if todo else None
-    if python is None:
-        return {}
+    script = {"torch": _TORCH_SCRIPT, "openvino": _OPENVINO_SCRIPT}[column]
+    extra = _TORCH_ENV if column == "torch" else {}
 
     def env(n):
-        return dict(os.environ, PEER_NTHR=str(n))
+        return dict(os.environ, PEER_NTHR=str(n), **extra)
 
-    return peer_times("OpenVINO", python, _OPENVINO_SCRIPT, env, todo, threads, min_time,
-                      repeat)
+    return peer_times(label, python, script, env, todo, threads, min_time, repeat)
 
 
 # ---------------------------------------------------------------------------- command line
@@ -654,8 +645,10 @@ def run(args):
     peers = {}
     if args.peers:
         peers = {"onednn": onednn_times(cases, threads, args.min_time, args.repeat),
-                 "torch": torch_times(cases, threads, args.min_time, args.repeat),
-                 "openvino": openvino_times(cases, threads, args.min_time, args.repeat)}
+                 "torch": peers2_times("PyTorch", "torch", cases, threads, args.min_time,
+                                       args.repeat),
+                 "openvino": peers2_times("OpenVINO", "openvino", cases, threads,
+                                          args.min_time, args.repeat)}
     rows, status = [], 0
     for case in cases:
         try:
