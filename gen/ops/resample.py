@@ -2,8 +2,9 @@
 
 Per spatial axis the taps of every output coordinate (source index and weight) are computed
 once per problem with exact integer arithmetic on the position
-`pos = ((2o + 1) * in - out) / (2 * out)`, so no tie is decided by float rounding. The kernel
-gathers, per output element, the product of its axes' taps. The backward op is the exact
+`pos = ((2o + 1) * in - out) / (2 * out)`, so no tie is decided by float rounding. Nearest
+forward copies bytes; the weighted kernel (linear, and every backward op) is separable, see
+templates/resample.c.j2. The backward op is the exact
 adjoint: the same kernel with each axis' taps transposed (per diff_src coordinate, every
 diff_dst coordinate that read it), so it needs no atomics and every thread count gives the
 same bits.
@@ -28,9 +29,9 @@ ALGS = ("nearest", "linear")
 # The weighted kernel's buffer of combined source lines: floats per segment (fits L1), and
 # channels per chunk of a run.
 BUFFER = 1 << 13
+CHANNEL_CHUNK = 256
 # An output size past any descriptor's (floor(in * factor) of a huge factor)
 MAX_SIZE = 1 << 62
-CHANNEL_CHUNK = 256
 # Channels-last by rank: the format "any" picks (runs of channels vectorise).
 CHANNELS_LAST = {3: "nwc", 4: "nhwc", 5: "ndhwc"}
 
