@@ -4,10 +4,9 @@ Per spatial axis the taps of every output coordinate (source index and weight) a
 once per problem with exact integer arithmetic on the position
 `pos = ((2o + 1) * in - out) / (2 * out)`, so no tie is decided by float rounding. Nearest
 forward copies bytes; the weighted kernel (linear, and every backward op) is separable, see
-templates/resample.c.j2. The backward op is the exact
-adjoint: the same kernel with each axis' taps transposed (per diff_src coordinate, every
-diff_dst coordinate that read it), so it needs no atomics and every thread count gives the
-same bits.
+templates/resample.c.j2. The backward op is the exact adjoint: the same kernel with each
+axis' taps transposed (per diff_src coordinate, every diff_dst coordinate that read it), so
+it needs no atomics and every thread count gives the same bits.
 """
 from __future__ import annotations
 
