@@ -90,12 +90,24 @@ def _export_arguments(p):
                    help="directory to write NAME.c and NAME.h to (created if missing)")
 
 
+# The options of each op, with their defaults: another op's option given is an error.
+_OP_OPTIONS = {
+    "reorder": {"dst": None, "scales": None, "scale_mask": 0, "src_zero_point": 0,
+                "dst_zero_point": 0, "sum_scale": None},
+    "shuffle_channels": {"axis": 1, "group": 1, "backward": False},
+    "resample": {"alg": "nearest", "out_spatial": None, "backward": False},
+}
+
+
 def _export(args) -> int:
     from . import export
-    if args.op != "reorder":
-        for opt in ("dst", "scales", "sum_scale"):
-            if getattr(args, opt) is not None:
-                raise Error(f"--{opt.replace('_', '-')} is for reorder only")
+    mine = _OP_OPTIONS[args.op]
+    for options in _OP_OPTIONS.values():
+        for opt, default in options.items():
+            if opt not in mine and getattr(args, opt) != default:
+                owners = " and ".join(op for op, o in _OP_OPTIONS.items() if opt in o)
+                raise Error(f"--{opt.replace('_', '-')} is not an option of {args.op} "
+                            f"(only of {owners})")
     if args.op == "reorder":
         src = export.reorder_source(
             args.name, args.dims, args.src, args.dst or args.src, scales=args.scales,

@@ -112,7 +112,7 @@ def cdef(specs) -> str:
         "  int64_t rows, stream; const int32_t *row_off, *win, *perm, *wide;",
         "  int64_t taps2, pitch, nseg, cw, rsize, kmax, flat; const int32_t *idx2;",
         "  const float *w2;",
-        "  const int64_t *seg, *soff2; } gen_resample;",
+        "  const int64_t *seg, *soff2; int32_t *failed; } gen_resample;",
         "typedef void (*gen_resample_fn)(const char *, char *, const gen_resample *, int, int);",
         "void gen_resample_run(intptr_t src, intptr_t dst, const gen_resample *r,",
         "                      gen_resample_fn fn, int nthr);",

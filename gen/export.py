@@ -78,6 +78,7 @@ def render(src: Source) -> "tuple[str, str]":
     """(NAME.c, NAME.h) of one export."""
     name = src.name
     arrays, pieces, calls = [], [], {t: [] for t, _ in TIERS}
+    plans = list(src.plans)
     specs = {t: [] for t, _ in TIERS}
     pairs = set()
     resample_init = ""
@@ -87,9 +88,9 @@ def render(src: Source) -> "tuple[str, str]":
             rp = resample_op._Plan(key, dst_nbytes, tier=tier)
             specs[tier].append(rp.spec)
             calls[tier].append(f"{rp.spec.name}(src, dst, &{name}_resample, ithr, nthr);")
-        resample_init = _resample_init(name, rp.tables, arrays)
+        resample_init = _resample_init(name, rp.tables, arrays) + f", .failed = &{name}_failed"
         if rp._zero is not None:
-            src.plans.append(rp._zero)
+            plans.append(rp._zero)
     attr = ""
     if src.convert is not None:
         at = src.convert
@@ -99,7 +100,7 @@ def render(src: Source) -> "tuple[str, str]":
                 f".dst_zp = {_literal('float', dzp)}, "
                 f".beta = {_literal('float', 0.0 if at.sum_scale is None else at.sum_scale)}, "
                 f".sum = {int(at.sum_scale is not None)}")
-    for p in src.plans:
+    for p in plans:
         bound = {tier: plan.bind(p.problem, p.dst_nbytes, p.convert, tier) for tier, _ in TIERS}
         for i, (_, fields) in enumerate(bound["scalar"]):
             k = len(pieces)

@@ -20,6 +20,10 @@ from dataclasses import dataclass
 from .errors import Error
 
 
+class NestError(Error):
+    """The two layouts block an axis in extents that do not divide each other."""
+
+
 @dataclass(frozen=True)
 class Node:
     n: int
@@ -147,7 +151,7 @@ def _chain(axis, dims, *layouts):
     for lo, hi in zip(levels, levels[1:]):
         if hi % lo:
             sides = " and ".join(str(lay.levels(axis)) for lay in layouts)
-            raise Error(f"blocks of axis {axis} (size {dims[axis]}) do not nest: "
+            raise NestError(f"blocks of axis {axis} (size {dims[axis]}) do not nest: "
                         f"block extents {sides}")
     return levels
 

@@ -184,6 +184,8 @@ class _Plan:
             self._fn = mod.ffi.addressof(mod.lib, spec.name)
             self._run = mod.lib.gen_resample_run
             self._r, self._keep = tb.bind(mod.ffi)
+            self._failed = mod.ffi.new("int32_t *")
+            self._r.failed = self._failed
 
     @staticmethod
     def _last_axis(tb, last: _Axis, axes01, key: _Key, esize, run):
@@ -223,7 +225,10 @@ class _Plan:
 
     def run(self, src_addr, dst_addr, threads):
         nthr = max(1, min(threads, self.items))
+        self._failed[0] = 0
         self._run(src_addr, dst_addr, self._r, self._fn, nthr)
+        if self._failed[0]:
+            raise Error("resampling could not allocate its line buffer (out of memory)")
         if self._zero is not None:
             self._zero.run(dst_addr, dst_addr, threads)
 

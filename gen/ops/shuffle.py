@@ -18,7 +18,7 @@ from .. import dtypes, plan, runtime
 from ..errors import Error
 from ..layout import MemoryDesc
 from ..memory import Memory, Operand, check_call
-from ..problem import Layout
+from ..problem import Layout, NestError
 
 
 def _integer(name, value):
@@ -53,7 +53,7 @@ def _plan(dims, axis, group, backward, src: Layout, dst: Layout, esize, dst_nbyt
         split = dims[:axis] + (per_group, group) + dims[axis + 1:]
         try:
             return plan.cached(split, s.swap(axis), d, esize, dst_nbytes)
-        except Error:
+        except NestError:
             pass  # the two views' blocks do not nest: gather instead
     c = np.arange(channels)
     return plan.cached(dims, src.gather(axis, (c % group) * per_group + c // group), dst,
