@@ -1,7 +1,15 @@
-"""Assertions shared by the spec tests."""
+"""Assertions and helpers shared by the spec tests."""
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
 import gen
+import reference as ref
+
+GEN_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(gen.__file__)))
 
 
 def raises_gen(fn, *names):
@@ -18,3 +26,31 @@ def raises_gen(fn, *names):
             "message %r does not name any of %r" % (msg, names)
         )
     return msg
+
+
+def run_py(code, tmp_path, **env_extra):
+    """Run code in a fresh interpreter importing the same gen as this process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEN_")}
+    env["PYTHONPATH"] = GEN_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update(env_extra)
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=str(tmp_path), env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, "subprocess failed:\nSTDOUT:\n%s\nSTDERR:\n%s" % (p.stdout, p.stderr)
+    return p
+
+
+def desc(dims, dtype, spec):
+    """A descriptor from a tag (or None) or from explicit strides."""
+    if spec is None or isinstance(spec, str):
+        return gen.MemoryDesc(dims, dtype, spec)
+    return gen.MemoryDesc(dims, dtype, strides=spec)
+
+
+def src_memory(a, spec):
+    """A gen.Memory holding a in layout spec (bytes written by the reference packer)."""
+    md = desc(a.shape, a.dtype, spec)
+    m = gen.Memory(md)
+    raw = ref.pack(a, spec)
+    assert raw.size <= md.nbytes
+    m.data[: raw.size] = raw
+    return m

@@ -23,17 +23,11 @@ import math
 
 import numpy as np
 
-import ml_dtypes
+import convert_reference
 
-BF16 = np.dtype(ml_dtypes.bfloat16)
-
-NP_OF = {
-    "f32": np.dtype(np.float32),
-    "bf16": BF16,
-    "f16": np.dtype(np.float16),
-    "s8": np.dtype(np.int8),
-    "u8": np.dtype(np.uint8),
-}
+BF16 = convert_reference.BF16
+# the conversion reference's dtype table, without s32 (resampling does not take it)
+NP_OF = {k: v for k, v in convert_reference.NP_OF.items() if k != "s32"}
 NAME_OF = {v: k for k, v in NP_OF.items()}
 INT_RANGE = {"s8": (-128, 127), "u8": (0, 255)}
 UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}

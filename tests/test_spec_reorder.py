@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import gen
-from checks import raises_gen
+from checks import desc, raises_gen, src_memory
 
 try:
     from . import reference as ref
@@ -21,22 +21,6 @@ NAME_OF = {np.dtype(np.float32): "f32", np.dtype(BF16): "bf16", np.dtype(np.floa
 
 def seed_of(*x):
     return zlib.crc32(repr(x).encode())
-
-
-def desc(dims, dtype, spec):
-    if spec is None or isinstance(spec, str):
-        return gen.MemoryDesc(dims, dtype, spec)
-    return gen.MemoryDesc(dims, dtype, strides=spec)
-
-
-def src_memory(a, spec):
-    """A gen.Memory holding a in layout spec (filled through .data by the reference)."""
-    md = desc(a.shape, a.dtype, spec)
-    m = gen.Memory(md)
-    raw = ref.pack(a, spec)
-    assert raw.size <= md.nbytes
-    m.data[: raw.size] = raw
-    return m
 
 
 def garbage_memory(md, rng):

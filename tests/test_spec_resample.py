@@ -22,16 +22,13 @@ Decisions where the contract is silent (see the report):
   the backward function's line names `resample_backward`.
 """
 import os
-import subprocess
-import sys
-import textwrap
 import zlib
 
 import numpy as np
 import pytest
 
 import gen
-from checks import raises_gen
+from checks import raises_gen, run_py
 
 try:
     from . import reference as ref
@@ -43,7 +40,6 @@ except ImportError:  # tests/ is not a package
 BF16 = rr.BF16
 TYPES = ["f32", "bf16", "f16", "s8", "u8"]
 ALGS = ["nearest", "linear"]
-GEN_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(gen.__file__)))
 
 
 def rng_for(*key):
@@ -767,16 +763,6 @@ def test_threads_3d_bf16():
 
 
 # ============================================================ verbose, registry
-
-
-def run_py(code, tmp_path, **env_extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEN_")}
-    env["PYTHONPATH"] = GEN_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.update(env_extra)
-    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=str(tmp_path), env=env,
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, "subprocess failed:\nSTDOUT:\n%s\nSTDERR:\n%s" % (p.stdout, p.stderr)
-    return p
 
 
 FORWARD_CODE = """

@@ -3,32 +3,18 @@ GEN_VERBOSE, gen.set_num_threads (shared/API.md, "Runtime, registry")."""
 import json
 import os
 import re
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
 
 import gen
+from checks import GEN_PARENT, run_py
 
 try:
     from . import reference as ref
 except ImportError:  # tests/ is not a package
     import reference as ref
 
-GEN_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(gen.__file__)))
-
-
-def run_py(code, tmp_path, **env_extra):
-    """Run code in a fresh interpreter importing the same gen as this process."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEN_")}
-    env["PYTHONPATH"] = GEN_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.update(env_extra)
-    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=str(tmp_path), env=env,
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, "subprocess failed:\nSTDOUT:\n%s\nSTDERR:\n%s" % (p.stdout, p.stderr)
-    return p
 
 
 # A fixed set of reorders whose output bytes are hashed (all same-dtype copies).

@@ -16,9 +16,6 @@ Decisions where the contract is silent (see the report / README):
 * element types of other sizes (complex128, longdouble, object, strings) raise gen.Error.
 """
 import os
-import subprocess
-import sys
-import textwrap
 import threading
 import zlib
 
@@ -26,7 +23,7 @@ import numpy as np
 import pytest
 
 import gen
-from checks import raises_gen
+from checks import desc, raises_gen, run_py, src_memory
 
 try:
     from . import reference as ref
@@ -34,7 +31,6 @@ except ImportError:  # tests/ is not a package
     import reference as ref
 
 BF16 = ref.BF16
-GEN_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(gen.__file__)))
 
 
 def seed_of(*x):
@@ -97,22 +93,6 @@ def divisors(n):
 
 def rand(dims, dt=np.float32, seed=0):
     return ref.random_bits(dims, dt, np.random.default_rng(seed))
-
-
-def desc(dims, dtype, spec):
-    if spec is None or isinstance(spec, str):
-        return gen.MemoryDesc(dims, dtype, spec)
-    return gen.MemoryDesc(dims, dtype, strides=spec)
-
-
-def src_memory(a, spec):
-    """A gen.Memory holding a in layout spec (bytes written by the reference packer)."""
-    md = desc(a.shape, a.dtype, spec)
-    m = gen.Memory(md)
-    raw = ref.pack(a, spec)
-    assert raw.size <= md.nbytes
-    m.data[: raw.size] = raw
-    return m
 
 
 def garbage_memory(md, seed):
@@ -731,16 +711,6 @@ def test_concurrent_python_threads():
 
 
 # ---------------------------------------------------------------- verbose, registry
-
-
-def run_py(code, tmp_path, **env_extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEN_")}
-    env["PYTHONPATH"] = GEN_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.update(env_extra)
-    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=str(tmp_path), env=env,
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, "subprocess failed:\nSTDOUT:\n%s\nSTDERR:\n%s" % (p.stdout, p.stderr)
-    return p
 
 
 FORWARD_CODE = """
