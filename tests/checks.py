@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
@@ -54,3 +55,13 @@ def src_memory(a, spec):
     assert raw.size <= md.nbytes
     m.data[: raw.size] = raw
     return m
+
+
+def run_threads(work, n):
+    """work(i) in n Python threads at once; asserts that none hangs."""
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(300)
+    assert not any(t.is_alive() for t in ts), "a thread hangs"

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import gen
+from checks import run_threads
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
@@ -158,12 +159,7 @@ def test_threads_give_the_serial_bits():
         except Exception as e:  # pragma: no cover - reported below
             errors.append("thread %d: %r" % (i, e))
 
-    ts = [threading.Thread(target=worker, args=(i,)) for i in range(N_THREADS)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(300)
-    assert not any(t.is_alive() for t in ts), "a thread hangs"
+    run_threads(worker, N_THREADS)
     assert not errors, "\n".join(errors[:10])
     assert counts == [ITERS] * N_THREADS
     assert [_digest(s) for s in sources] + [_digest(m) for m in mems] == src_before, \
@@ -208,12 +204,7 @@ def test_shared_primitive_hammered_by_8_threads():
         except Exception as e:  # pragma: no cover
             errors.append("thread %d: %r" % (i, e))
 
-    ts = [threading.Thread(target=worker, args=(i,)) for i in range(N_THREADS)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(300)
-    assert not any(t.is_alive() for t in ts), "a thread hangs"
+    run_threads(worker, N_THREADS)
     assert not errors, errors[:10]
 
 

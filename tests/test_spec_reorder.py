@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import gen
-from checks import desc, raises_gen, src_memory
+from checks import desc, raises_gen, run_threads, src_memory
 
 try:
     from . import reference as ref
@@ -575,7 +575,6 @@ def test_bad_threads_argument(bad):
 
 
 def test_concurrent_python_threads():
-    import threading
 
     dims = (4, 35, 9, 11)
     smd = gen.MemoryDesc(dims, "f32", "nchw")
@@ -600,9 +599,5 @@ def test_concurrent_python_threads():
         except Exception as e:  # pragma: no cover - reported below
             errors.append((tid, repr(e)))
 
-    ts = [threading.Thread(target=work, args=(t,)) for t in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_threads(work, 4)
     assert not errors, errors

@@ -16,14 +16,13 @@ Decisions where the contract is silent (see the report / README):
 * element types of other sizes (complex128, longdouble, object, strings) raise gen.Error.
 """
 import os
-import threading
 import zlib
 
 import numpy as np
 import pytest
 
 import gen
-from checks import desc, raises_gen, run_py, src_memory
+from checks import desc, raises_gen, run_py, run_threads, src_memory
 
 try:
     from . import reference as ref
@@ -702,11 +701,7 @@ def test_concurrent_python_threads():
         except Exception as e:  # pragma: no cover - reported below
             errors.append((tid, repr(e)))
 
-    ts = [threading.Thread(target=work, args=(t,)) for t in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_threads(work, 4)
     assert not errors, errors
 
 

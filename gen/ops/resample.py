@@ -10,6 +10,7 @@ it needs no atomics and every thread count gives the same bits.
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import time
@@ -310,20 +311,10 @@ def _padding_plan(dims, dst: Layout, esize, dst_nbytes):
     return plan.zero_fill(dims, dst, esize, dst_nbytes)
 
 
-_PLANS = {}
-
-
-def _cached(key: _Key, dst_nbytes) -> _Plan:
-    p = _PLANS.get((key, dst_nbytes))
-    if p is None:
-        if len(_PLANS) > 64:
-            _PLANS.clear()
-        p = _PLANS[(key, dst_nbytes)] = _plan_of(key, dst_nbytes)
-    return p
-
-
+@functools.lru_cache(maxsize=64)
 def _plan_of(key: _Key, dst_nbytes) -> _Plan:
-    """The plan, or gen.Error when its per-axis tables cannot be held in memory."""
+    """The plan (cached: the functional API meets the same problems again), or gen.Error
+    when its per-axis tables cannot be held in memory."""
     try:
         return _Plan(key, dst_nbytes)
     except (MemoryError, ValueError) as e:
@@ -431,7 +422,7 @@ def _execute(x, src: Operand, out_dims, alg, backward, format, threads, op):
         out = np.empty(out_dims, dtypes.numpy_dtype(dtype))
         dst = Operand.of(out)
     key = _Key(src.dims, dst.dims, src.layout, dst.layout, dtype, alg, backward)
-    p = _cached(key, dst.hi - dst.lo)
+    p = _plan_of(key, dst.hi - dst.lo)
     p.run(src.addr, dst.addr, runtime.num_threads(threads))
     if runtime.VERBOSE:
         _verbose(op, p.kernel, src, dst, alg, t0)
