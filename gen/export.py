@@ -1,9 +1,9 @@
 """Export: one fixed problem as standalone C (`NAME.c`, `NAME.h`), API.md "Command line".
 
 The C is rendered by the same templates from the same normalised problem and kernel choice
-as gen's own call: the kernels of the avx2 tier (compiled in when the compiler targets AVX2,
-FMA and F16C) and of the scalar tier (otherwise), with the problem's tables (loop nests,
-scales, resampling taps) as constants.
+as gen's own call: the kernels of every tier, each compiled in when the compiler targets its
+instruction sets (the best one wins; the scalar tier otherwise), with the problem's tables
+(loop nests, scales, resampling taps) as constants.
 """
 from __future__ import annotations
 
@@ -16,12 +16,15 @@ import numpy as np
 
 from . import codegen, dtypes, plan
 from .errors import Error
+from .isa import TIERS as ISA_TIERS
 from .layout import MemoryDesc
 from .ops import reorder as reorder_op, resample as resample_op, shuffle as shuffle_op
 from .problem import Layout
 
-# The exported tiers, best first, with the compiler macros that enable each.
-TIERS = (("avx2", True), ("scalar", False))
+# The exported tiers, best first, with the compiler macros that enable each (-mavx2 defines
+# __AVX2__, and so on).
+TIERS = tuple((t.name, " && ".join(f"defined(__{f[2:].upper()}__)" for f in t.cflags))
+              for t in sorted(ISA_TIERS.values(), key=lambda t: -t.rank))
 PIECE_FIELDS = ("src_off", "dst_off", "scl_off", "nouter", "n", "src_str", "dst_str", "scl_str",
                 "a_n", "a_src", "a_dst", "a_scl", "b_n", "b_src", "b_dst", "b_scl", "pad",
                 "stream")
@@ -77,7 +80,8 @@ def _piece(fields) -> str:
 def render(src: Source) -> "tuple[str, str]":
     """(NAME.c, NAME.h) of one export."""
     name = src.name
-    arrays, pieces, calls = [], [], {t: [] for t, _ in TIERS}
+    arrays, calls = [], {t: [] for t, _ in TIERS}
+    pieces = {t: [] for t, _ in TIERS}  # a tier's kernels may split a problem differently
     plans = list(src.plans)
     specs = {t: [] for t, _ in TIERS}
     pairs = set()
@@ -101,28 +105,26 @@ def render(src: Source) -> "tuple[str, str]":
                 f".beta = {_literal('float', 0.0 if at.sum_scale is None else at.sum_scale)}, "
                 f".sum = {int(at.sum_scale is not None)}")
     for p in plans:
-        bound = {tier: plan.bind(p.problem, p.dst_nbytes, p.convert, tier) for tier, _ in TIERS}
-        for i, (_, fields) in enumerate(bound["scalar"]):
-            k = len(pieces)
-            pieces.append(_piece(fields))
-            for tier, _ in TIERS:
-                spec = bound[tier][i][0]
+        for tier, _ in TIERS:
+            for spec, fields in plan.bind(p.problem, p.dst_nbytes, p.convert, tier):
                 specs[tier].append(spec)
                 if spec.cvt:
                     pairs.add((spec.src, spec.dst))
-                calls[tier].append(f"{spec.name}(src, dst, &{name}_pieces[{k}], "
+                calls[tier].append(f"{spec.name}(src, dst, &{name}_pieces[{len(pieces[tier])}], "
                                    f"{'&at' if attr else 'at'}, ithr, nthr);")
+                pieces[tier].append(_piece(fields))
     tiers = []
-    for tier, vector in TIERS:
+    for tier, macros in TIERS:
         unique = list({s.name: s for s in specs[tier]}.values())
         code = [codegen.render_convert(tier, sorted(pairs))]
         code += [codegen.render_kernel(s, linkage="static ") for s in unique]
-        tiers.append({"vector": vector, "code": "\n".join(code), "calls": calls[tier]})
+        tiers.append({"macros": macros, "vector": bool(ISA_TIERS[tier].vectors),
+                      "code": "\n".join(code), "calls": calls[tier], "pieces": pieces[tier]})
     traffic = src.src_bytes + src.dst_bytes
     ctx = dict(name=name, version=_version(), about=src.about, src_bytes=src.src_bytes,
                dst_bytes=src.dst_bytes, reads_dst=src.reads_dst, guard=f"{name.upper()}_H",
                common=codegen.render_common("scalar"), tiers=tiers, arrays=arrays,
-               pieces=pieces, resample=resample_init, attr=attr,
+               resample=resample_init, attr=attr,
                parallel=traffic >= 2 * plan.BYTES_PER_THREAD)
     return codegen.render("export.c.j2", **ctx), codegen.render("export.h.j2", **ctx)
 

@@ -71,4 +71,10 @@ TIERS = {
     "scalar": Isa("scalar", 0),
     "avx2": Isa("avx2", 1, ("-mavx2", "-mfma", "-mf16c"), ("avx2", "fma", "f16c"),
                 {16: _XMM, 32: _YMM}, "_mm_sfence()", "cvt_avx2.j2"),
+    # The avx2 tier's templates with AVX-512 enabled (see README "ISA tiers": 512-bit transpose
+    # tiles measured slower at DRAM sizes; AVX512-BF16 rounds subnormals differently).
+    "avx512": Isa("avx512", 2, ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq",
+                                "-mavx2", "-mfma", "-mf16c"),
+                  ("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx2", "fma", "f16c"),
+                  {16: _XMM, 32: _YMM}, "_mm_sfence()", "cvt_avx2.j2"),
 }

@@ -2,8 +2,8 @@
 "Command line"; issue 6).
 
 Every case exports one problem with the command line into a temporary directory, compiles
-NAME.c with the contract's command line (portable C), with -mavx2 -mfma -mf16c when the CPU
-has AVX2 (the vector path) and with -fopenmp, links shared libraries, loads them with ctypes
+NAME.c with the contract's command line (portable C), with the flags of each vector tier the
+CPU runs (-mavx2 -mfma -mf16c; plus -mavx512f/bw/vl/dq) and with -fopenmp, links shared libraries, loads them with ctypes
 and runs NAME(src, dst) on gen.Memory buffers.  The result must equal gen's own result on the
 same Memory (bit for bit for reorder, shuffle and nearest resampling; linear resampling
 within f32 rounding for the portable build, bit for bit for the build of gen's own tier) and,
@@ -36,6 +36,7 @@ except ImportError:  # tests/ is not a package
 CC = os.environ.get("CC", "cc")
 CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror"]
 AVX2_FLAGS = ["-mavx2", "-mfma", "-mf16c"]
+AVX512_FLAGS = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq"] + AVX2_FLAGS
 GARBAGE = 0x5A
 _counter = itertools.count()
 
@@ -52,6 +53,10 @@ def _cpu_flags():
 
 
 HAVE_AVX2 = {"avx2", "fma", "f16c"} <= _cpu_flags()
+HAVE_AVX512 = HAVE_AVX2 and {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= _cpu_flags()
+# the vector builds this CPU runs: name -> compiler flags
+VECTOR_BUILDS = {name: flags for name, flags, have in
+                 (("avx2", AVX2_FLAGS, HAVE_AVX2), ("avx512", AVX512_FLAGS, HAVE_AVX512)) if have}
 GEN_ISA = gen.isa()
 
 
@@ -91,16 +96,15 @@ class Exported:
         c = f"{name}.c"
         # The contract's command line, exactly (portable path), then the vector path and OpenMP.
         compile_c(out, CFLAGS + ["-c", c])
-        if HAVE_AVX2:
-            compile_c(out, CFLAGS + AVX2_FLAGS + ["-c", c])
+        for flags in VECTOR_BUILDS.values():
+            compile_c(out, CFLAGS + flags + ["-c", c])
         compile_c(out, CFLAGS + ["-fopenmp", "-c", c])
         self.builds = {"portable": self._load([])}
-        if HAVE_AVX2:
-            self.builds["avx2"] = self._load(AVX2_FLAGS)
+        self.builds.update((name, self._load(flags)) for name, flags in VECTOR_BUILDS.items())
         if openmp_run:
             self.builds["openmp"] = self._load(["-fopenmp"])
-            if HAVE_AVX2:
-                self.builds["avx2+openmp"] = self._load(AVX2_FLAGS + ["-fopenmp"])
+            self.builds.update((name + "+openmp", self._load(flags + ["-fopenmp"]))
+                               for name, flags in VECTOR_BUILDS.items())
 
     def _load(self, extra):
         so = self.out / f"lib{self.name}_{os.getpid()}_{next(_counter)}.so"
@@ -343,8 +347,8 @@ def _resample_values(dt, dims, rng):
 
 def _exact_tier(build):
     """True when gen's own result comes from the same tier as this build."""
-    vector = build.startswith("avx2")
-    return (GEN_ISA == "avx2") == vector
+    tier = build.split("+")[0]
+    return tier == GEN_ISA or (tier in ("portable", "openmp") and GEN_ISA == "scalar")
 
 
 @pytest.mark.parametrize("case", RESAMPLES, ids=[c[0] for c in RESAMPLES])
