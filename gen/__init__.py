@@ -10,7 +10,10 @@ from .ops.resample import Resample, ResampleBackward, resample, resample_backwar
 from .ops.shuffle import ShuffleChannels, shuffle_channels, shuffle_channels_backward
 from .registry import isa, kernels
 from .runtime import set_num_threads
+from .tune import tune
+from .wisdom import forget as forget_wisdom, load as load_wisdom, save as save_wisdom
 
 __all__ = ["Error", "MemoryDesc", "Memory", "Reorder", "reorder", "ShuffleChannels",
            "shuffle_channels", "shuffle_channels_backward", "Resample", "ResampleBackward",
-           "resample", "resample_backward", "isa", "kernels", "set_num_threads"]
+           "resample", "resample_backward", "isa", "kernels", "set_num_threads", "tune",
+           "save_wisdom", "load_wisdom", "forget_wisdom"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import codegen, dtypes, plan
+from . import codegen, dtypes, plan, registry
 from .errors import Error
 from .isa import TIERS as ISA_TIERS
 from .layout import MemoryDesc
@@ -106,7 +106,9 @@ def render(src: Source) -> "tuple[str, str]":
                 f".sum = {int(at.sum_scale is not None)}")
     for p in plans:
         for tier, _ in TIERS:
-            for spec, fields in plan.bind(p.problem, p.dst_nbytes, p.convert, tier):
+            # gen's own tier as gen runs it (with its measured wisdom), the others as guessed
+            choice = p.choice if tier == registry.isa() else None
+            for spec, fields in plan.bind(p.problem, p.dst_nbytes, p.convert, tier, choice):
                 specs[tier].append(spec)
                 if spec.cvt:
                     pairs.add((spec.src, spec.dst))

@@ -9,7 +9,7 @@ import functools
 import math
 from collections import namedtuple
 
-from . import codegen, registry
+from . import codegen, registry, wisdom
 from .dtypes import TABLE
 from .errors import Error
 from .problem import Layout, Problem, normalise
@@ -22,16 +22,27 @@ BYTES_PER_THREAD = 1 << 17
 STREAM_BYTES = 1 << 21
 
 
-def bind(problem, dst_nbytes: int, convert=None, tier=None):
-    """Per piece: (kernel spec on `tier`, the gen_piece fields as a dict). The fields do not
-    depend on the tier (export writes the same ones for each tier it compiles)."""
+def choices(problem, convert=None):
+    """Per piece, the kernel kinds that can run it (registry.options), best guess first."""
+    return [[o[0].kind for o in registry.options(*_choose_args(piece, problem.esize, convert))]
+            for piece in problem.pieces]
+
+
+def _choose_args(piece, esize, convert):
+    pair = (convert.src, convert.dst) if convert and not piece.zero else None
+    return piece.nodes, piece.zero, esize, piece.pad, pair, not (convert and convert.sum)
+
+
+def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None):
+    """Per piece: (kernel spec on `tier`, the gen_piece fields as a dict). `choice`: measured
+    wisdom.Choice (a kernel kind per piece, streaming stores or not) instead of the guess."""
     esize = problem.esize  # dst's element size
     src_esize = TABLE[convert.src].size if convert else esize
+    stream = int(dst_nbytes >= STREAM_BYTES) if choice is None else choice.stream
     out = []
-    for piece in problem.pieces:
-        pair = (convert.src, convert.dst) if convert and not piece.zero else None
-        spec, a, b, outer = registry.choose(piece.nodes, piece.zero, esize, piece.pad, pair,
-                                            tile=not (convert and convert.sum), tier=tier)
+    for i, piece in enumerate(problem.pieces):
+        spec, a, b, outer = registry.choose(*_choose_args(piece, esize, convert), tier=tier,
+                                            prefer=choice.kinds[i] if choice else None)
         if len(outer) > codegen.MAX_NODES:
             raise Error(f"layout pair needs {len(outer)} loop nodes, more than "
                         f"{codegen.MAX_NODES}")
@@ -42,7 +53,7 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None):
             "dst_str": [n.dst * esize for n in outer], "scl_str": [n.scl for n in outer],
             "a_n": a.n, "a_src": a.src * src_esize, "a_dst": a.dst * esize, "a_scl": a.scl,
             "b_n": b.n, "b_src": b.src * src_esize, "b_dst": b.dst * esize, "b_scl": b.scl,
-            "pad": piece.pad * esize, "stream": int(dst_nbytes >= STREAM_BYTES)}))
+            "pad": piece.pad * esize, "stream": stream}))
     return out
 
 
@@ -50,16 +61,21 @@ class Plan:
     """`convert` is None (move bytes) or Conversion(src, dst, sum): copy pieces then run the
     conversion kernels; the values (scales, zero points, beta) come with each call."""
 
-    def __init__(self, problem, traffic: int, dst_nbytes: int, convert=None):
+    def __init__(self, problem, traffic: int, dst_nbytes: int, convert=None, choice=None):
         mod = registry.module()
         self.problem, self.traffic, self.convert = problem, traffic, convert
         self.dst_nbytes = dst_nbytes
+        # measured wisdom for this problem on this tier, else the registry's guess
+        self.choice = choice or wisdom.lookup(self.key())
+        if self.choice and len(self.choice.kinds) != len(problem.pieces):
+            self.choice = None  # wisdom of a corrupted file: guess instead
         self._tasks = mod.ffi.new("gen_task[]", max(1, len(problem.pieces)))
         self._ntasks = len(problem.pieces)
         self._run = mod.lib.gen_run
         self._ffi = mod.ffi
         names = []
-        for task, (spec, fields) in zip(self._tasks, bind(problem, dst_nbytes, convert)):
+        for task, (spec, fields) in zip(self._tasks, bind(problem, dst_nbytes, convert,
+                                                          choice=self.choice)):
             names.append(spec.name)
             task.fn = mod.ffi.addressof(mod.lib, spec.name)
             for key, value in fields.items():
@@ -68,6 +84,10 @@ class Plan:
                 else:
                     setattr(task.piece, key, value)
         self.kernel = "+".join(dict.fromkeys(names))
+
+    def key(self) -> str:
+        """The problem as wisdom knows it: tier, nest, conversion, destination size."""
+        return wisdom.key(registry.isa(), self.problem, self.convert, self.dst_nbytes)
 
     def run(self, src_addr: int, dst_addr: int, threads: int, attr=None) -> None:
         """`attr`: the conversion's gen_attr (cffi), None when moving bytes."""

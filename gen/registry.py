@@ -69,8 +69,16 @@ def kernels(op=None):
 
 
 def choose(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: bool = True,
-           tier=None):
-    """(spec, inner node a, node b, outer nodes) for one piece's nest (element strides).
+           tier=None, prefer=None):
+    """(spec, inner node a, node b, outer nodes) for one piece's nest (element strides): the
+    first of `options`, or the one of kind `prefer` (measured wisdom) where it applies."""
+    found = options(nodes, zero, esize, pad, convert, tile, tier)
+    return next((o for o in found if o[0].kind == prefer), found[0])
+
+
+def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: bool = True,
+            tier=None):
+    """Every kernel kind that runs one piece's nest, as (spec, a, b, outer), best guess first.
 
     `run` and `strided` work on the innermost node A and the next one B (a size-1 B when the
     nest has one node); `tile` takes as B the innermost node whose source stride is 1. Every
@@ -85,22 +93,24 @@ def choose(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: bool
     def spec(kind, size=esize):
         return space.KernelSpec("reorder", kind, size, zero, tier, src, dst)
 
+    out = []
     if tile and not zero and inner.dst == 1 and inner.n + pad >= space.TILE_WIDTH[esize]:
         width = space.TILE_WIDTH[esize]
         units = [n for n in nodes[:-1] if n.src == 1 and n.n >= width]
         if units:
             b = units[-1]
-            return spec("tile"), inner, b, [n for n in nodes[:-1] if n is not b]
+            out.append((spec("tile"), inner, b, [n for n in nodes[:-1] if n is not b]))
     if not (zero or convert or pad) and inner.dst == 1 and inner.n in space.GROUPS:
         rows = [n for n in nodes[:-1] if n.src == 1 and n.dst == inner.n]
         if rows:
             b = rows[-1]
-            spec = space.KernelSpec("reorder", "interleave", esize, False, tier,
-                                    groups=inner.n)
-            return spec, inner, b, [n for n in nodes[:-1] if n is not b]
+            out.append((space.KernelSpec("reorder", "interleave", esize, False, tier,
+                                         groups=inner.n),
+                        inner, b, [n for n in nodes[:-1] if n is not b]))
     b, outer = (nodes[-2], nodes[:-2]) if len(nodes) > 1 else (Node(1, 0, 0), [])
     if inner.dst == 1 and (zero or inner.src == 1):
         if convert:
-            return spec("run"), inner, b, outer
-        return spec("run", 1), Node(inner.n * esize, 1, 1), b, outer
-    return spec("strided"), inner, b, outer
+            out.append((spec("run"), inner, b, outer))
+        else:
+            out.append((spec("run", 1), Node(inner.n * esize, 1, 1), b, outer))
+    return out + [(spec("strided"), inner, b, outer)]

@@ -1,0 +1,75 @@
+"""`gen.tune(primitive)`: times the kernel choices that fit a primitive's problem and keeps the
+fastest, in the primitive and in this process's wisdom (gen/wisdom.py).
+
+The search is per piece (a problem has a few pieces, each with 1-4 kernel kinds) and then for
+streaming stores on and off: each candidate plan runs on scratch buffers of the primitive's
+descriptors, and its median time over `repeat` calls counts.
+"""
+from __future__ import annotations
+
+import time
+
+from . import plan, runtime, wisdom
+from .errors import Error
+from .memory import Memory
+from .ops.reorder import Reorder
+from .ops.resample import _Primitive as ResamplePrimitive
+from .ops.shuffle import ShuffleChannels
+
+
+def _median_s(call, repeat: int) -> float:
+    call()  # warm: pages, caches
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
+    """Measures `primitive`'s kernel choices at `threads`, switches it to the fastest and
+    records that as wisdom. Returns {"kernel": chosen kernel, "candidates": {kernel: us}}."""
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise Error(f"repeat must be a positive integer, got {repeat!r}")
+    nthr = runtime.num_threads(threads)
+    if isinstance(primitive, ResamplePrimitive):
+        # one kernel per resampling problem: nothing to choose, only to measure
+        src, dst = Memory(primitive.src_desc), Memory(primitive.dst_desc)
+        t = _median_s(lambda: primitive(src, dst, threads=nthr), repeat)
+        return {"kernel": primitive.kernel, "candidates": {primitive.kernel: round(t * 1e6, 2)}}
+    if isinstance(primitive, Reorder):
+        src, dst = Memory(primitive.src_desc), Memory(primitive.dst_desc)
+        attr = primitive._attr[0]
+    elif isinstance(primitive, ShuffleChannels):
+        src, dst, attr = Memory(primitive.desc), Memory(primitive.desc), None
+    else:
+        raise Error(f"tune takes a gen.Reorder, gen.ShuffleChannels, gen.Resample or "
+                    f"gen.ResampleBackward, got {type(primitive).__name__}")
+    guess = primitive._plan
+    kinds = plan.choices(guess.problem, guess.convert)
+    timed = {}
+
+    def measure(choice):
+        if choice not in timed:
+            p = plan.Plan(guess.problem, guess.traffic, guess.dst_nbytes, guess.convert, choice)
+            timed[choice] = (_median_s(lambda: p.run(src._addr, dst._addr, nthr, attr), repeat),
+                             p)
+        return timed[choice][0]
+
+    best = wisdom.Choice(tuple(k[0] for k in kinds), int(guess.dst_nbytes >= plan.STREAM_BYTES))
+    for i, options in enumerate(kinds):
+        for kind in options[1:]:
+            other = best._replace(kinds=best.kinds[:i] + (kind,) + best.kinds[i + 1:])
+            if measure(other) < measure(best):
+                best = other
+    other = best._replace(stream=1 - best.stream)
+    if measure(other) < measure(best):
+        best = other
+    chosen = timed[best][1]
+    wisdom.record(chosen.key(), best)
+    plan.cached.cache_clear()  # later plans of this problem take the wisdom
+    primitive._plan, primitive.kernel = chosen, chosen.kernel
+    return {"kernel": chosen.kernel,
+            "candidates": {f"{p.kernel} stream={c.stream}": round(t * 1e6, 2)
+                           for c, (t, p) in timed.items()}}

@@ -1,0 +1,95 @@
+"""Measured dispatch ("wisdom", as FFTW's planner keeps it): per problem, the kernel choice that
+`gen.tune` timed fastest, used instead of the registry's guess by every later plan of that
+problem in this process, and saved to / loaded from a JSON file.
+
+A file is stamped with a hash of the kernel list and the plan constants: wisdom of another
+build of gen (other kernels, other work sizes) is refused, never silently misapplied.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import namedtuple
+
+from . import codegen, space
+from .errors import Error
+from .isa import TIERS
+
+# A kernel kind per piece of the problem, and whether large stores stream past the cache.
+Choice = namedtuple("Choice", "kinds stream")
+FORMAT = "gen wisdom 1"
+_known: "dict[str, Choice]" = {}
+
+
+def key(tier: str, problem, convert, dst_nbytes: int) -> str:
+    """A stable name of one problem (dataclass reprs hold only ints and bools)."""
+    text = repr((tier, problem, tuple(convert) if convert else None, dst_nbytes))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def stamp() -> str:
+    """What a choice depends on besides the problem: the kernels and the work sizes."""
+    names = [s.name for t in TIERS for s in space.kernels(t)]
+    text = repr((names, sorted(codegen.CHUNKS.items())))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def lookup(problem_key: str) -> "Choice | None":
+    return _known.get(problem_key)
+
+
+def record(problem_key: str, choice: Choice) -> None:
+    _known[problem_key] = choice
+
+
+def forget() -> None:
+    """Drop all wisdom of this process (plans made afterwards use the registry's guess)."""
+    _known.clear()
+    _plans_changed()
+
+
+def save(path) -> int:
+    """Writes this process's wisdom to `path` (JSON); returns the number of problems."""
+    data = {"format": FORMAT, "stamp": stamp(),
+            "problems": {k: {"kinds": list(c.kinds), "stream": c.stream}
+                         for k, c in sorted(_known.items())}}
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise Error(f"cannot write wisdom to {str(path)!r}: {e.strerror}") from None
+    return len(_known)
+
+
+def load(path) -> int:
+    """Adds the wisdom of `path` (written by `save` of the same gen build); returns the number
+    of problems read."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except OSError as e:
+        raise Error(f"cannot read wisdom from {str(path)!r}: {e.strerror}") from None
+    except ValueError:
+        raise Error(f"wisdom file {str(path)!r} is not JSON") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise Error(f"wisdom file {str(path)!r} is not gen wisdom ({FORMAT!r})")
+    if data.get("stamp") != stamp():
+        raise Error(f"wisdom file {str(path)!r} was made by another build of gen "
+                    f"(stamp {data.get('stamp')!r}, this build's {stamp()!r})")
+    try:
+        read = {k: Choice(tuple(str(kind) for kind in v["kinds"]), int(v["stream"]))
+                for k, v in data["problems"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise Error(f"wisdom file {str(path)!r} is malformed") from None
+    _known.update(read)
+    _plans_changed()
+    return len(read)
+
+
+def _plans_changed() -> None:
+    """Cached plans were made with the old wisdom."""
+    from . import plan  # plan imports this module
+    plan.cached.cache_clear()

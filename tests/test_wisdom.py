@@ -1,0 +1,165 @@
+"""Measured dispatch: every kernel choice of a problem gives the same bits, `gen.tune` keeps
+the fastest in the primitive and in the process's wisdom, and wisdom files round-trip (and are
+refused when they come from another build or are not wisdom)."""
+import json
+
+import numpy as np
+import pytest
+
+import gen
+from gen import plan, wisdom
+
+import reference as ref
+from checks import raises_gen, run_py, src_memory
+
+# Layout pairs whose pieces have several kernel kinds: tile / interleave / run / strided,
+# a padded destination (zero pieces), a conversion with per-channel scales.
+PAIRS = [((2, 16, 9, 7), "nchw", "nhwc"), ((2, 8, 9, 7), "nchw", "nChw8c"),
+         ((2, 21, 6, 5), "nchw", "nChw16c"), ((3, 4, 5, 6), "nhwc", "nchw"),
+         ((35, 19, 3, 3), "oihw", "OIhw16i16o"), ((4, 6, 5, 3), "nchw", "nchw")]
+
+
+@pytest.fixture(autouse=True)
+def no_wisdom():
+    gen.forget_wisdom()
+    yield
+    gen.forget_wisdom()
+
+
+def _every_choice(problem, convert):
+    """Every (kinds, stream) combination of a problem's pieces."""
+    combos = [()]
+    for options in plan.choices(problem, convert):
+        combos = [c + (k,) for c in combos for k in options]
+    return [wisdom.Choice(kinds, stream) for kinds in combos for stream in (0, 1)]
+
+
+@pytest.mark.parametrize("dims,src,dst", PAIRS)
+@pytest.mark.parametrize("dtype", ["uint8", "float32", "float64"])
+def test_every_choice_gives_the_reference_bits(dims, src, dst, dtype):
+    rng = np.random.default_rng(0)
+    a = ref.random_bits(dims, np.dtype(dtype), rng)
+    s = src_memory(a, src)
+    want = ref.pack(a, dst, gen.MemoryDesc(dims, dtype, dst).nbytes)
+    guess = gen.Reorder(s.desc, gen.MemoryDesc(dims, dtype, dst))._plan
+    choices = _every_choice(guess.problem, guess.convert)
+    assert len(choices) >= 2
+    for choice in choices:
+        p = plan.Plan(guess.problem, guess.traffic, guess.dst_nbytes, guess.convert, choice)
+        for threads in (1, 2):
+            out = gen.Memory(gen.MemoryDesc(dims, dtype, dst))
+            out.data[:] = 0xA5
+            p.run(s._addr, out._addr, threads)
+            assert out.data.tobytes() == want.tobytes(), (choice, threads, p.kernel)
+
+
+def test_every_choice_of_a_conversion_gives_the_same_bits():
+    dims = (2, 20, 7, 9)
+    a = np.random.default_rng(1).uniform(-300, 300, dims).astype(np.float32)
+    s = gen.Memory.from_array(a, "nchw")
+    scales = np.linspace(0.25, 2.0, 20).astype(np.float32)
+    dst = gen.MemoryDesc(dims, "s8", "nChw16c")
+    prim = gen.Reorder(s.desc, dst, scales=scales, scale_mask=2, dst_zero_point=3)
+    want = prim(s, gen.Memory(dst)).data.tobytes()
+    guess = prim._plan
+    for choice in _every_choice(guess.problem, guess.convert):
+        p = plan.Plan(guess.problem, guess.traffic, guess.dst_nbytes, guess.convert, choice)
+        out = gen.Memory(dst)
+        p.run(s._addr, out._addr, 2, prim._attr[0])
+        assert out.data.tobytes() == want, (choice, p.kernel)
+
+
+def test_tune_keeps_a_measured_choice_and_the_bits():
+    dims = (4, 8, 28, 28)
+    a = np.random.default_rng(2).standard_normal(dims).astype(np.float32)
+    s = gen.Memory.from_array(a, "nchw")
+    dst = gen.MemoryDesc(dims, "f32", "nChw8c")
+    prim = gen.Reorder(s.desc, dst)
+    res = gen.tune(prim, threads=1, repeat=3)
+    assert res["kernel"] == prim.kernel
+    assert len(res["candidates"]) >= 3  # tile, interleave, strided (and streaming)
+    assert all(t > 0 for t in res["candidates"].values())
+    assert any(name.startswith(prim.kernel + " ") for name in res["candidates"])
+    out = prim(s, gen.Memory(dst))
+    assert out.data.tobytes() == ref.pack(a, "nChw8c", dst.nbytes).tobytes()
+    # wisdom: the functional call and a new primitive of the same problem take the choice
+    assert gen.Reorder(s.desc, dst).kernel == prim.kernel
+    assert gen.reorder(s, gen.Memory(dst)).data.tobytes() == out.data.tobytes()
+
+
+def test_tune_shuffle_and_resample():
+    desc = gen.MemoryDesc((2, 12, 5, 6), "f32", "nhwc")
+    sh = gen.ShuffleChannels(desc, group=3)
+    res = gen.tune(sh, repeat=2)
+    assert res["kernel"] == sh.kernel
+    a = np.random.default_rng(3).standard_normal(desc.dims).astype(np.float32)
+    out = sh(gen.Memory.from_array(a, "nhwc"), gen.Memory(desc)).to_array()
+    want = a.reshape(2, 3, 4, 5, 6).transpose(0, 2, 1, 3, 4).reshape(desc.dims)
+    assert np.array_equal(out, want)
+    r = gen.Resample(gen.MemoryDesc((1, 4, 6, 6), "f32", "nchw"),
+                     gen.MemoryDesc((1, 4, 12, 12), "f32", "nchw"), alg="nearest")
+    res = gen.tune(r, repeat=2)
+    assert list(res["candidates"]) == [r.kernel] and res["kernel"] == r.kernel
+
+
+def test_tune_bad_input():
+    prim = gen.Reorder(gen.MemoryDesc((2, 3), "f32", "ab"), gen.MemoryDesc((2, 3), "f32", "ba"))
+    raises_gen(lambda: gen.tune(42), "int")
+    raises_gen(lambda: gen.tune(prim, repeat=0), "repeat")
+    raises_gen(lambda: gen.tune(prim, repeat=True), "repeat")
+    raises_gen(lambda: gen.tune(prim, threads=0), "threads")
+
+
+def _force(prim, kind):
+    """Records `kind` for the primitive's problem (a choice tune could make)."""
+    p = prim._plan
+    kinds = tuple(kind if kind in options else options[0]
+                  for options in plan.choices(p.problem, p.convert))
+    wisdom.record(p.key(), wisdom.Choice(kinds, 0))
+    plan.cached.cache_clear()
+
+
+def test_wisdom_file_round_trip(tmp_path):
+    src, dst = gen.MemoryDesc((8, 64, 9, 9), "f32", "nchw"), \
+        gen.MemoryDesc((8, 64, 9, 9), "f32", "nhwc")
+    _force(gen.Reorder(src, dst), "strided")
+    assert "strided" in gen.Reorder(src, dst).kernel
+    path = tmp_path / "w.json"
+    assert gen.save_wisdom(path) == 1
+    gen.forget_wisdom()
+    assert "tile" in gen.Reorder(src, dst).kernel
+    code = f"""
+        import gen
+        src, dst = gen.MemoryDesc((8, 64, 9, 9), "f32", "nchw"), gen.MemoryDesc((8, 64, 9, 9), "f32", "nhwc")
+        assert "tile" in gen.Reorder(src, dst).kernel
+        assert gen.load_wisdom({str(path)!r}) == 1
+        assert "strided" in gen.Reorder(src, dst).kernel, gen.Reorder(src, dst).kernel
+        print("ok")
+    """
+    assert run_py(code, tmp_path).stdout.strip() == "ok"
+
+
+def test_wisdom_files_that_are_refused(tmp_path):
+    raises_gen(lambda: gen.load_wisdom(tmp_path / "missing.json"), "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("not json")
+    raises_gen(lambda: gen.load_wisdom(bad), "JSON")
+    bad.write_text(json.dumps({"format": "fftw"}))
+    raises_gen(lambda: gen.load_wisdom(bad), "not gen wisdom")
+    bad.write_text(json.dumps({"format": wisdom.FORMAT, "stamp": "0" * 32, "problems": {}}))
+    raises_gen(lambda: gen.load_wisdom(bad), "another build")
+    bad.write_text(json.dumps({"format": wisdom.FORMAT, "stamp": wisdom.stamp(),
+                               "problems": {"k": {"kinds": 3}}}))
+    raises_gen(lambda: gen.load_wisdom(bad), "malformed")
+    raises_gen(lambda: gen.save_wisdom(tmp_path / "no" / "dir" / "w.json"), "cannot write")
+
+
+def test_wisdom_for_other_pieces_is_ignored():
+    """A choice whose piece count does not fit the problem (a corrupted file) is not used."""
+    src, dst = gen.MemoryDesc((2, 21, 6, 5), "f32", "nchw"), \
+        gen.MemoryDesc((2, 21, 6, 5), "f32", "nChw16c")
+    p = gen.Reorder(src, dst)._plan
+    wisdom.record(p.key(), wisdom.Choice(("strided",) * 9, 1))
+    plan.cached.cache_clear()
+    q = gen.Reorder(src, dst)
+    assert q._plan.choice is None and q.kernel == p.kernel
