@@ -251,9 +251,10 @@ class Peer:
 
     def prepare(self, job):
         d = self.dnnl
-        dst = job.dst.data.copy()  # gen's destination as it is: a sum reads the same values
+        dst = gen.Memory(job.dst.desc)  # 64-byte aligned, as gen's
+        dst.data[:] = job.dst.data  # gen's destination as it is: a sum reads the same values
         src_md, dst_md = d.md(job.src.desc), d.md(job.dst.desc)
-        src_mem, dst_mem = d.memory(src_md, job.src.data), d.memory(dst_md, dst)
+        src_mem, dst_mem = d.memory(src_md, job.src.data), d.memory(dst_md, dst.data)
         keep = [job.src, dst]
         p = job.params
         lib, null = d.lib, d.ffi.NULL
@@ -281,7 +282,7 @@ class Peer:
                       d.engine, ALG[p["alg"]], null, dst_md, src_md, hint, null)
             keep.append(hint)
         run, impl = d.executable(pd, args, keep)
-        return Prepared(run, lambda: gen.Memory(job.dst.desc, dst).to_array(), impl)
+        return Prepared(run, dst.to_array, impl)
 
     def _attributes(self, attr, args, keep, p):
         """API.md's reorder attributes as oneDNN v3's: scales of the source (oneDNN multiplies

@@ -74,10 +74,26 @@ _ONEDNN_SCRIPT = _CHECKS + """
 import json, sys
 import dnnl
 req = json.load(sys.stdin)
+
+def layout(tag, dims):
+    # a generic plain tag (a permutation of "abcd..."): oneDNN's enum lacks most of them, so
+    # the dense strides of that axis order
+    letters = "abcdefghijkl"[:len(dims)]
+    if sorted(tag) != list(letters):
+        return tag
+    strides, step = [0] * len(dims), 1
+    for c in reversed(tag):
+        strides[letters.index(c)] = step
+        step *= dims[letters.index(c)]
+    return strides
+
 out = []
 for kind, args, kw in req["cases"]:
     try:
-        if kind == "shuffle":
+        if kind == "reorder":
+            # args: dims, src_tag, dst_tag, src_dt, dst_dt
+            args[1:3] = [layout(t, args[0]) for t in args[1:3]]
+        elif kind == "shuffle":
             # args: dims, axis, group_size, tag, dt
             shuffle_check(lambda x: dnnl.shuffle(x, *args[1:]).logical, args[0][1],
                           kw.pop("check_group"))
