@@ -23,7 +23,7 @@ def plot(rows, threads, columns, path, title):
     cases = list(dict.fromkeys(r["case"] for r in rows if "gbps" in r))
     height = 0.8 / len(series)
     fig, axes = plt.subplots(1, len(threads), sharey=True, squeeze=False,
-                             figsize=(6 * len(threads), 2 + 0.25 * len(cases) * len(series)))
+                             figsize=(6 * len(threads), 2 + 0.1 * len(cases) * (len(series) + 1)))
     for ax, n in zip(axes[0], threads):
         by_case = {r["case"]: r for r in rows if r["threads"] == n and "gbps" in r}
         y = [i for i, c in enumerate(cases) if c in by_case]
