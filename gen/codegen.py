@@ -40,7 +40,7 @@ def _tile_context(spec):
     if vector is None:
         return {"vector": None, "networks": [], "store_rows": []}
     tiles = spec.tile_a // spec.tile
-    nets = [network(vector, spec.esize, "s + {row} * ais", f"t{t}", t * spec.tile)
+    nets = [network(vector, spec.esize, "s + ro[{row}]", f"t{t}", t * spec.tile)
             for t in range(tiles)]
     rows = []
     for col in range(spec.tile):
@@ -100,7 +100,7 @@ def cdef(specs) -> str:
         "  int64_t n[GEN_MAX_NODES], src_str[GEN_MAX_NODES], dst_str[GEN_MAX_NODES];",
         "  int64_t scl_str[GEN_MAX_NODES];",
         "  int64_t a_n, a_src, a_dst, a_scl; int64_t b_n, b_src, b_dst, b_scl;",
-        "  int64_t pad; int64_t stream; } gen_piece;",
+        "  int64_t pad; int64_t stream; const int64_t *a_tab, *b_tab; } gen_piece;",
         "typedef struct { const float *scales; float src_zp, dst_zp, beta; int32_t sum; } gen_attr;",
         "typedef void (*gen_kernel_fn)(const char *, char *, const gen_piece *, const gen_attr *,",
         "                              int, int);",

@@ -27,7 +27,7 @@ TIERS = tuple((t.name, " && ".join(f"defined(__{f[2:].upper()}__)" for f in t.cf
               for t in sorted(ISA_TIERS.values(), key=lambda t: -t.rank))
 PIECE_FIELDS = ("src_off", "dst_off", "scl_off", "nouter", "n", "src_str", "dst_str", "scl_str",
                 "a_n", "a_src", "a_dst", "a_scl", "b_n", "b_src", "b_dst", "b_scl", "pad",
-                "stream")
+                "stream", "a_tab", "b_tab")
 
 
 @dataclass
@@ -68,12 +68,16 @@ def _array(arrays, name, ctype, values) -> str:
     return name
 
 
-def _piece(fields) -> str:
+def _piece(fields, arrays, prefix) -> str:
+    """One gen_piece initialiser; its tables (tile offsets) go to `arrays` as prefix_KEY."""
     parts = []
     for key in PIECE_FIELDS:
         v = fields[key]
-        parts.append(f".{key} = " + ("{" + ", ".join(map(str, v or [0])) + "}"
-                                     if isinstance(v, list) else str(v)))
+        if isinstance(v, np.ndarray):
+            v = _array(arrays, f"{prefix}_{key}", "int64_t", v)
+        elif isinstance(v, list):
+            v = "{" + ", ".join(map(str, v or [0])) + "}"
+        parts.append(f".{key} = {0 if v is None else v}")
     return ", ".join(parts)
 
 
@@ -82,6 +86,7 @@ def render(src: Source) -> "tuple[str, str]":
     name = src.name
     arrays, calls = [], {t: [] for t, _ in TIERS}
     pieces = {t: [] for t, _ in TIERS}  # a tier's kernels may split a problem differently
+    tables = {t: [] for t, _ in TIERS}  # and walk it through other offset tables
     plans = list(src.plans)
     specs = {t: [] for t, _ in TIERS}
     pairs = set()
@@ -114,14 +119,16 @@ def render(src: Source) -> "tuple[str, str]":
                     pairs.add((spec.src, spec.dst))
                 calls[tier].append(f"{spec.name}(src, dst, &{name}_pieces[{len(pieces[tier])}], "
                                    f"{'&at' if attr else 'at'}, ithr, nthr);")
-                pieces[tier].append(_piece(fields))
+                pieces[tier].append(_piece(fields, tables[tier],
+                                           f"{name}_{tier}_{len(pieces[tier])}"))
     tiers = []
     for tier, macros in TIERS:
         unique = list({s.name: s for s in specs[tier]}.values())
         code = [codegen.render_convert(tier, sorted(pairs))]
         code += [codegen.render_kernel(s, linkage="static ") for s in unique]
         tiers.append({"macros": macros, "vector": bool(ISA_TIERS[tier].vectors),
-                      "code": "\n".join(code), "calls": calls[tier], "pieces": pieces[tier]})
+                      "code": "\n".join(code), "calls": calls[tier], "pieces": pieces[tier],
+                      "arrays": tables[tier]})
     traffic = src.src_bytes + src.dst_bytes
     ctx = dict(name=name, version=_version(), about=src.about, src_bytes=src.src_bytes,
                dst_bytes=src.dst_bytes, reads_dst=src.reads_dst, guard=f"{name.upper()}_H",

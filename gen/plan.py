@@ -9,10 +9,12 @@ import functools
 import math
 from collections import namedtuple
 
+import numpy as np
+
 from . import codegen, registry, wisdom
 from .dtypes import TABLE
 from .errors import Error
-from .problem import Layout, Problem, normalise
+from .problem import Layout, Node, Problem, normalise
 
 # A conversion's dtypes, and whether it adds beta * dst (then dst is read).
 Conversion = namedtuple("Conversion", "src dst sum")
@@ -46,6 +48,16 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None):
         if len(outer) > codegen.MAX_NODES:
             raise Error(f"layout pair needs {len(outer)} loop nodes, more than "
                         f"{codegen.MAX_NODES}")
+        tables = {"a_tab": None, "b_tab": None}
+        if spec.kind == "tile":
+            # rows past a_n (destination padding, a single node) are zeros, never read
+            rows = _offsets(a, "src", src_esize)
+            tables = {"a_tab": np.concatenate([rows, np.zeros(piece.pad, np.int64)]),
+                      "b_tab": _offsets(b, "dst", esize)}
+            a, b = _linear(a), _linear(b)
+            piece_stream = stream and not (tables["b_tab"] % 64).any()
+        else:
+            piece_stream = stream
         out.append((spec, {
             "src_off": piece.src_off * src_esize, "dst_off": piece.dst_off * esize,
             "scl_off": piece.scl_off, "nouter": len(outer),
@@ -53,8 +65,23 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None):
             "dst_str": [n.dst * esize for n in outer], "scl_str": [n.scl for n in outer],
             "a_n": a.n, "a_src": a.src * src_esize, "a_dst": a.dst * esize, "a_scl": a.scl,
             "b_n": b.n, "b_src": b.src * src_esize, "b_dst": b.dst * esize, "b_scl": b.scl,
-            "pad": piece.pad * esize, "stream": stream}))
+            "pad": piece.pad * esize, "stream": int(piece_stream), **tables}))
     return out
+
+
+def _offsets(nest, side: str, esize: int) -> np.ndarray:
+    """Byte offsets on `side` of every position of a nest (innermost node first)."""
+    off = np.zeros(1, np.int64)
+    for node in nest:
+        off = (np.arange(node.n, dtype=np.int64)[:, None] * (getattr(node, side) * esize)
+               + off[None, :]).ravel()
+    return off
+
+
+def _linear(nest) -> Node:
+    """A nest as one node: its size, the innermost node's strides (the kernels use the tables
+    for the offsets, and the scale index is linear along a nest)."""
+    return Node(math.prod(n.n for n in nest), nest[0].src, nest[0].dst, nest[0].scl)
 
 
 class Plan:
@@ -74,12 +101,18 @@ class Plan:
         self._run = mod.lib.gen_run
         self._ffi = mod.ffi
         names = []
+        self._keep = []  # the tables the tasks point to
         for task, (spec, fields) in zip(self._tasks, bind(problem, dst_nbytes, convert,
                                                           choice=self.choice)):
             names.append(spec.name)
             task.fn = mod.ffi.addressof(mod.lib, spec.name)
             for key, value in fields.items():
-                if isinstance(value, list):
+                if isinstance(value, np.ndarray):
+                    self._keep.append(value)
+                    setattr(task.piece, key, mod.ffi.cast("const int64_t *", value.ctypes.data))
+                elif value is None:
+                    setattr(task.piece, key, mod.ffi.NULL)
+                elif isinstance(value, list):
                     getattr(task.piece, key)[0:len(value)] = value
                 else:
                     setattr(task.piece, key, value)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import math
 import os
 
 from . import codegen, space
@@ -68,6 +69,29 @@ def kernels(op=None):
     return out
 
 
+# Elements of src-contiguous B the tile aims for (its converting lines get long enough).
+B_ELEMS = 64
+
+
+def _size(nest) -> int:
+    return math.prod(n.n for n in nest)
+
+
+def _chain(first, nodes, side: str, limit: int) -> tuple:
+    """`first`, then nodes that continue it contiguously on `side` ("src" or "dst") while it
+    is shorter than `limit` elements: a nest (innermost first) the tile walks through a table
+    of offsets. Scales stay linear along it (the kernel finds element i's at i * first.scl)."""
+    nest = (first,)
+    while _size(nest) < limit:
+        step = _size(nest)
+        nxt = [n for n in nodes if n not in nest and getattr(n, side) == step
+               and n.scl == first.scl * step]
+        if not nxt:
+            return nest
+        nest += (nxt[0],)
+    return nest
+
+
 def choose(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: bool = True,
            tier=None, prefer=None):
     """(spec, inner node a, node b, outer nodes) for one piece's nest (element strides): the
@@ -81,7 +105,8 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
     """Every kernel kind that runs one piece's nest, as (spec, a, b, outer), best guess first.
 
     `run` and `strided` work on the innermost node A and the next one B (a size-1 B when the
-    nest has one node); `tile` takes as B the innermost node whose source stride is 1. Every
+    nest has one node); `tile` takes as A and B nests of nodes (tuples, innermost first): B
+    from a node whose source stride is 1, A from the innermost node. Every
     kind writes `pad` zeros after each run of A. `convert` is a (src, dst) dtype pair for the
     conversion kernels (esize is then dst's); `tile=False` rules the tile out (a conversion
     with sum reads dst element by element). `tier`: another than the dispatched one (export)."""
@@ -94,12 +119,19 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
         return space.KernelSpec("reorder", kind, size, zero, tier, src, dst)
 
     out = []
-    if tile and not zero and inner.dst == 1 and inner.n + pad >= space.TILE_WIDTH[esize]:
+    if tile and not zero and inner.dst == 1:
         width = space.TILE_WIDTH[esize]
-        units = [n for n in nodes[:-1] if n.src == 1 and n.n >= width]
-        if units:
-            b = units[-1]
-            out.append((spec("tile"), inner, b, [n for n in nodes[:-1] if n is not b]))
+        # B: src-contiguous nodes from one of stride 1, long enough for long converted lines
+        # (or, if A needs one of them, for the tile); A: dst-contiguous nodes from the
+        # innermost, a line's worth
+        nests = ((a, b) for first in reversed(nodes[:-1]) if first.src == 1
+                 for b in (_chain(first, nodes[:-1], "src", limit) for limit in (B_ELEMS, width))
+                 for a in [_chain(inner, [n for n in nodes[:-1] if n not in b], "dst",
+                                  1 if pad else space.LINE // esize)])
+        a, b = next(((a, b) for a, b in nests
+                      if _size(a) + pad >= width and _size(b) >= width), (None, None))
+        if a:
+            out.append((spec("tile"), a, b, [n for n in nodes[:-1] if n not in a + b]))
     if not (zero or convert or pad) and inner.dst == 1 and inner.n in space.GROUPS:
         rows = [n for n in nodes[:-1] if n.src == 1 and n.dst == inner.n]
         if rows:
