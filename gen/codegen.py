@@ -16,7 +16,8 @@ MAX_NODES = 24  # outer nodes a piece may have (problem.py never needs more than
 CHUNKS = {"run_chunk": 1 << 16, "strided_chunk": 1 << 12, "strided_block": 256,
           "tile_chunk": 1 << 9, "tile_lines": 2,
           "cvt_tile_buffer": 1 << 14,  # bytes: a converting tile's buffer stays in L1
-          "interleave_chunk": 1 << 10}
+          "interleave_chunk": 1 << 10,
+          "pack_run": 64, "pack_line": 1 << 10}  # converting runs shorter than pack_run
 
 
 def template_dir() -> Path:
