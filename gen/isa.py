@@ -37,6 +37,14 @@ class Vector:
 
 
 @dataclass(frozen=True)
+class Floats:
+    """The widest float register, for the arithmetic kernels (resampling's f32 loops)."""
+    ctype: str  # __m256
+    prefix: str  # _mm256: {prefix}_fmadd_ps and the other _ps intrinsics
+    lanes: int
+
+
+@dataclass(frozen=True)
 class Isa:
     name: str
     rank: int  # higher is preferred
@@ -45,6 +53,7 @@ class Isa:
     vectors: dict = field(default_factory=dict)  # bytes -> Vector
     fence: str = ""  # orders streaming stores before the kernel returns
     convert: str = ""  # template of the vector conversion snippets (templates/cvt_*.j2)
+    floats: "Floats | None" = None
 
 
 def _sse_interleaves():
@@ -70,11 +79,12 @@ _YMM = Vector(32, "__m256i", "_mm256_loadu_si256", "_mm256_storeu_si256",
 TIERS = {
     "scalar": Isa("scalar", 0),
     "avx2": Isa("avx2", 1, ("-mavx2", "-mfma", "-mf16c"), ("avx2", "fma", "f16c"),
-                {16: _XMM, 32: _YMM}, "_mm_sfence()", "cvt_avx2.j2"),
-    # The avx2 tier's templates with AVX-512 enabled (see README "ISA tiers": 512-bit transpose
-    # tiles measured slower at DRAM sizes; AVX512-BF16 rounds subnormals differently).
+                {16: _XMM, 32: _YMM}, "_mm_sfence()", "cvt_avx2.j2", Floats("__m256", "_mm256", 8)),
+    # The avx2 tier's tables with 512-bit float arithmetic (see README "ISA tiers": 512-bit
+    # transpose tiles measured slower at DRAM sizes; AVX512-BF16 rounds subnormals differently).
     "avx512": Isa("avx512", 2, ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq",
                                 "-mavx2", "-mfma", "-mf16c"),
                   ("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx2", "fma", "f16c"),
-                  {16: _XMM, 32: _YMM}, "_mm_sfence()", "cvt_avx2.j2"),
+                  {16: _XMM, 32: _YMM}, "_mm_sfence()", "cvt_avx2.j2",
+                  Floats("__m512", "_mm512", 16)),
 }

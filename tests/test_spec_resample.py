@@ -840,30 +840,6 @@ def test_kernels_registry(op):
     assert gen.isa() in {k["isa"] for k in allk}
 
 
-# ============================================================ optional PyTorch comparison
-
-
-def test_against_torch_optional():
-    torch = pytest.importorskip("torch")
-    F = torch.nn.functional
-    rng = rng_for("torch")
-    for sp_in, sp_out, mode in [((7,), (14,), "linear"), ((8, 6), (16, 3), "bilinear"),
-                                ((4, 6, 8), (8, 3, 16), "trilinear")]:
-        x = random_data((2, 3) + sp_in, "f32", rng)
-        y = gen.resample(x, alg="linear", out_spatial=sp_out)
-        t = torch.from_numpy(x.copy()).requires_grad_(True)
-        ty = F.interpolate(t, size=sp_out, mode=mode, align_corners=False)
-        np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-5, atol=1e-5)
-        dy = random_data((2, 3) + sp_out, "f32", rng)
-        ty.backward(torch.from_numpy(dy.copy()))
-        dx = gen.resample_backward(dy, alg="linear", in_spatial=sp_in)
-        np.testing.assert_allclose(dx, t.grad.numpy(), rtol=1e-5, atol=1e-5)
-        # power-of-two ratios: nearest-exact agrees (no float-tie disagreement, NOTES.md)
-        yn = gen.resample(x, alg="nearest", out_spatial=sp_out)
-        tn = F.interpolate(torch.from_numpy(x.copy()), size=sp_out, mode="nearest-exact")
-        np.testing.assert_array_equal(yn, tn.numpy())
-
-
 # ============================================================ bad input
 
 
