@@ -23,17 +23,22 @@ SANITIZE = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all",
             "-fno-omit-frame-pointer")
 
 
+def flags(isa: str, sanitize: bool) -> "tuple[list, list]":
+    """(compile flags, link flags) of one tier's code: the install's and the JIT's."""
+    extra = list(SANITIZE) if sanitize else []
+    return [*CFLAGS, *TIERS[isa].cflags, *extra], [*LDFLAGS, *extra]
+
+
 def ffi_for(isa: str) -> cffi.FFI:
     specs = space.kernels(isa)
     ffi = cffi.FFI()
     ffi.cdef(codegen.cdef(specs))
-    sanitize = SANITIZE if os.environ.get("GEN_SANITIZE", "") not in ("", "0") else ()
-    flags = [*CFLAGS, *TIERS[isa].cflags, *sanitize]
+    cflags, ldflags = flags(isa, os.environ.get("GEN_SANITIZE", "") not in ("", "0"))
     # The flags in the source: a build with other flags changes the file, so setuptools
     # recompiles instead of reusing objects of the previous build.
-    source = f"/* cc {' '.join(flags)} */\n" + codegen.render_module(isa, specs)
-    ffi.set_source(codegen.module_name(isa), source, extra_compile_args=flags,
-                   extra_link_args=[*LDFLAGS, *sanitize])
+    source = f"/* cc {' '.join(cflags)} */\n" + codegen.render_module(isa, specs)
+    ffi.set_source(codegen.module_name(isa), source, extra_compile_args=cflags,
+                   extra_link_args=ldflags)
     return ffi
 
 
