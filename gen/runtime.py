@@ -44,4 +44,6 @@ def num_threads(threads=None) -> int:
 
 
 def verbose(line: str) -> None:
-    print(f"gen_verbose,{line}", file=sys.stderr, flush=True)
+    # one write per line: lines of several threads (the JIT's) do not interleave
+    sys.stderr.write(f"gen_verbose,{line}\n")
+    sys.stderr.flush()
