@@ -8,6 +8,7 @@ from .memory import Memory
 from .ops.reorder import Reorder, reorder
 from .ops.resample import Resample, ResampleBackward, resample, resample_backward
 from .ops.shuffle import ShuffleChannels, shuffle_channels, shuffle_channels_backward
+from .jit import wait as jit_wait
 from .registry import isa, kernels
 from .runtime import set_num_threads
 from .tune import tune
@@ -16,4 +17,4 @@ from .wisdom import forget as forget_wisdom, load as load_wisdom, save as save_w
 __all__ = ["Error", "MemoryDesc", "Memory", "Reorder", "reorder", "ShuffleChannels",
            "shuffle_channels", "shuffle_channels_backward", "Resample", "ResampleBackward",
            "resample", "resample_backward", "isa", "kernels", "set_num_threads", "tune",
-           "save_wisdom", "load_wisdom", "forget_wisdom"]
+           "save_wisdom", "load_wisdom", "forget_wisdom", "jit_wait"]

@@ -11,7 +11,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import codegen, registry, wisdom
+from . import codegen, jit, registry, wisdom
 from .dtypes import TABLE
 from .errors import Error
 from .problem import Layout, Node, Problem, normalise
@@ -86,7 +86,10 @@ def _linear(nest) -> Node:
 
 class Plan:
     """`convert` is None (move bytes) or Conversion(src, dst, sum): copy pieces then run the
-    conversion kernels; the values (scales, zero points, beta) come with each call."""
+    conversion kernels; the values (scales, zero points, beta) come with each call.
+
+    A plan run again is specialised (jit.py): from its `jit.SECOND_RUN`-th run on, a module of
+    its own is built in the background, and the runs after that call it instead."""
 
     def __init__(self, problem, traffic: int, dst_nbytes: int, convert=None, choice=None):
         mod = registry.module()
@@ -100,15 +103,12 @@ class Plan:
         self._ntasks = len(problem.pieces)
         self._run = mod.lib.gen_run
         self._ffi = mod.ffi
-        names = []
-        self._keep = []  # the tables the tasks point to
-        for task, (spec, fields) in zip(self._tasks, bind(problem, dst_nbytes, convert,
-                                                          choice=self.choice)):
-            names.append(spec.name)
+        # (spec, fields) per piece; the fields hold the tables the tasks point to
+        self.bound = bind(problem, dst_nbytes, convert, choice=self.choice)
+        for task, (spec, fields) in zip(self._tasks, self.bound):
             task.fn = mod.ffi.addressof(mod.lib, spec.name)
             for key, value in fields.items():
                 if isinstance(value, np.ndarray):
-                    self._keep.append(value)
                     setattr(task.piece, key, mod.ffi.cast("const int64_t *", value.ctypes.data))
                 elif value is None:
                     setattr(task.piece, key, mod.ffi.NULL)
@@ -116,17 +116,35 @@ class Plan:
                     getattr(task.piece, key)[0:len(value)] = value
                 else:
                     setattr(task.piece, key, value)
-        self.kernel = "+".join(dict.fromkeys(names))
+        # the kernels a call runs now ("jit:" and theirs once specialised)
+        self.kernel = "+".join(dict.fromkeys(spec.name for spec, _ in self.bound))
+        self._runs = 0 if jit.worth(self) else None  # None: never specialised
+        self._special = None  # (entry point, kernel name) once specialised
 
     def key(self) -> str:
         """The problem as wisdom knows it: tier, nest, conversion, destination size."""
         return wisdom.key(registry.isa(), self.problem, self.convert, self.dst_nbytes)
 
-    def run(self, src_addr: int, dst_addr: int, threads: int, attr=None) -> None:
-        """`attr`: the conversion's gen_attr (cffi), None when moving bytes."""
+    def run(self, src_addr: int, dst_addr: int, threads: int, attr=None) -> str:
+        """`attr`: the conversion's gen_attr (cffi), None when moving bytes. Returns the
+        kernel name of this call."""
         nthr = max(1, min(threads, self.traffic // BYTES_PER_THREAD))
-        self._run(src_addr, dst_addr, attr if attr is not None else self._ffi.NULL,
-                  self._tasks, self._ntasks, nthr)
+        at = attr if attr is not None else self._ffi.NULL
+        special = self._special
+        if special is not None:
+            special[0](src_addr, dst_addr, at, nthr)
+            return special[1]
+        self._run(src_addr, dst_addr, at, self._tasks, self._ntasks, nthr)
+        if self._runs is not None:
+            runs = self._runs = self._runs + 1  # a local: some thread sees SECOND_RUN
+            if runs == jit.SECOND_RUN:
+                jit.request(self)
+        return self.kernel
+
+    def specialise(self, entry) -> None:
+        """From now on calls run `entry` (jit.py), the C function of this problem."""
+        self._special = (entry, "jit:" + self.kernel)
+        self.kernel = self._special[1]
 
 
 @functools.lru_cache(maxsize=256)

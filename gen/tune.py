@@ -69,7 +69,7 @@ def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
     chosen = timed[best][1]
     wisdom.record(chosen.key(), best)
     plan.cached.cache_clear()  # later plans of this problem take the wisdom
-    primitive._plan, primitive.kernel = chosen, chosen.kernel
+    primitive._plan = chosen  # its kernel is the primitive's
     return {"kernel": chosen.kernel,
             "candidates": {f"{p.kernel} stream={c.stream}": round(t * 1e6, 2)
                            for c, (t, p) in timed.items()}}

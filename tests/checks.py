@@ -32,6 +32,7 @@ def raises_gen(fn, *names):
 def run_py(code, tmp_path, **env_extra):
     """Run code in a fresh interpreter importing the same gen as this process."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEN_")}
+    env["GEN_JIT"] = "0"  # no background builds into the user's cache unless a test asks
     env["PYTHONPATH"] = GEN_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.update(env_extra)
     p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=str(tmp_path), env=env,

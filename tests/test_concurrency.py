@@ -8,8 +8,8 @@
   threads=1) a second Python thread keeps counting; the count it reaches *during* the call is
   far from zero.
 
-(The third part of item 4, two processes building the same runtime-specialised kernel, is not
-tested: that feature does not exist yet.)
+(The third part of item 4, two processes building the same runtime-specialised kernel at once,
+is tests/test_jit.py::test_two_processes_build_the_same_module.)
 """
 import hashlib
 import os

@@ -156,8 +156,7 @@ def run_reorder(src: Operand, dst: Operand, threads, at: "Attrs | None" = None) 
         raise Error("src and dst memory overlap; in-place reorders are not supported")
     p = _plan(src.dims, src.layout, dst.layout, dst.dtype, dst.hi - dst.lo, at)
     c_attr = at.c_attr() if at else (None,)
-    p.run(src.addr, dst.addr, runtime.num_threads(threads), c_attr[0])
-    return p.kernel
+    return p.run(src.addr, dst.addr, runtime.num_threads(threads), c_attr[0])
 
 
 def reorder(src, dst, *, scales=None, scale_mask=0, src_zero_point=0, dst_zero_point=0,
@@ -199,12 +198,16 @@ class Reorder:
         self._plan = _plan(src_desc.dims, Layout.of_desc(src_desc), Layout.of_desc(dst_desc),
                            dst_desc.dtype, dst_desc.nbytes, at)
         self._attr = at.c_attr() if at else (None,)
-        self.kernel = self._plan.kernel
+
+    @property
+    def kernel(self) -> str:
+        """The kernels a call runs ("jit:..." once specialised)."""
+        return self._plan.kernel
 
     def __call__(self, src, dst, *, threads=None):
         t0 = time.perf_counter()
         sa, da = check_call(src, dst, self.src_desc, self.dst_desc, "reorder")
-        self._plan.run(sa, da, runtime.num_threads(threads), self._attr[0])
+        kernel = self._plan.run(sa, da, runtime.num_threads(threads), self._attr[0])
         if runtime.VERBOSE:
-            _verbose(self.kernel, Operand.of_memory(src), self.dst_desc, t0)
+            _verbose(kernel, Operand.of_memory(src), self.dst_desc, t0)
         return dst

@@ -74,9 +74,9 @@ def _run(x, axis, group, backward, threads, op):
         dst = Operand.of(out)
     p = _plan(src.dims, axis, group, backward, src.layout, dst.layout,
               dtypes.itemsize(src.dtype), dst.hi - dst.lo)
-    p.run(src.addr, dst.addr, runtime.num_threads(threads))
+    kernel = p.run(src.addr, dst.addr, runtime.num_threads(threads))
     if runtime.VERBOSE:
-        _verbose(op, p.kernel, src, axis, group, t0)
+        _verbose(op, kernel, src, axis, group, t0)
     return out
 
 
@@ -109,13 +109,17 @@ class ShuffleChannels:
         layout = Layout.of_desc(desc)
         self._plan = _plan(desc.dims, self.axis, self.group, self.backward, layout, layout,
                            desc.itemsize, desc.nbytes)
-        self.kernel = self._plan.kernel
         self._op = "shuffle_channels_backward" if backward else "shuffle_channels"
+
+    @property
+    def kernel(self) -> str:
+        """The kernels a call runs ("jit:..." once specialised)."""
+        return self._plan.kernel
 
     def __call__(self, src, dst, *, threads=None):
         t0 = time.perf_counter()
         sa, da = check_call(src, dst, self.desc, self.desc, "shuffle")
-        self._plan.run(sa, da, runtime.num_threads(threads))
+        kernel = self._plan.run(sa, da, runtime.num_threads(threads))
         if runtime.VERBOSE:
-            _verbose(self._op, self.kernel, Operand.of_memory(src), self.axis, self.group, t0)
+            _verbose(self._op, kernel, Operand.of_memory(src), self.axis, self.group, t0)
         return dst

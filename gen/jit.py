@@ -1,0 +1,214 @@
+"""Run-time specialisation: a problem run again gets a compiled module of its own.
+
+A Plan (reorder, shuffle) asks for it on its SECOND_RUN-th run, when it moves at least
+MIN_TRAFFIC bytes. The module is rendered from the same templates as the installed kernels
+(templates/jit.c.j2): the plan's kernels with inline linkage and its pieces as `static const
+gen_piece`, so that gcc folds sizes and strides into the inlined kernels, and one entry point
+that runs them in one OpenMP region as gen_run does. Same tier, same flags, same bits.
+
+One background thread renders and builds, one plan at a time; the compiler runs in a child
+process (jit_build.py), so calls go on meanwhile, on the generic kernels, and the GIL is free.
+Built modules are cached on disk (GEN_CACHE_DIR) under a hash of their source, flags and
+versions: another process loads the file instead of compiling. A build that fails (no
+compiler, unwritable cache) leaves the plan on the generic kernels and says why in a
+GEN_VERBOSE line.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import importlib.machinery
+import importlib.util
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from pathlib import Path
+
+import _cffi_backend
+
+from . import codegen, compile, runtime
+from .errors import Error
+
+SECOND_RUN = 2
+# Below this many bytes moved per call a call costs about the same either way (~2 us of
+# Python and dispatch; a specialised kernel saves setup and loop overhead of a few hundred
+# ns), so the build would not pay for itself.
+MIN_TRAFFIC = 1 << 16
+BUILD_TIMEOUT = 600  # seconds: a hung compiler gives up, the plan stays generic
+LINKAGE = "static inline __attribute__((always_inline)) "
+# `at` as void *: the caller's gen_attr belongs to the installed module's ffi, and cffi
+# passes a pointer of another ffi's type only as void *.
+CDEF = "void gen_jit_run(intptr_t src, intptr_t dst, const void *at, int nthr);"
+BUILDER = Path(__file__).with_name("jit_build.py")
+
+
+def enabled() -> bool:
+    """GEN_JIT: "1" (default) or "0"."""
+    value = os.environ.get("GEN_JIT", "1").strip()
+    if value not in ("0", "1", ""):
+        raise Error(f"GEN_JIT must be 0 or 1, got {value!r}")
+    return value != "0"
+
+
+def worth(plan) -> bool:
+    """Whether `plan` is specialised when run again (reads GEN_JIT: gen.Error when bad)."""
+    return enabled() and plan.traffic >= MIN_TRAFFIC and bool(plan.bound)
+
+
+def cache_dir() -> Path:
+    """GEN_CACHE_DIR, else the user's cache folder ($XDG_CACHE_HOME/gen, ~/.cache/gen)."""
+    env = os.environ.get("GEN_CACHE_DIR", "").strip()
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "gen"
+
+
+class _Worker:
+    """The background thread and its queue of plans; `pending` counts those not done."""
+
+    def __init__(self):
+        self.queue = queue.SimpleQueue()
+        self.done = threading.Condition()
+        self.pending = 0
+        self.thread = None
+        self.modules = {}  # name -> loaded module (a file is loaded once per process)
+
+    def put(self, plan) -> None:
+        with self.done:
+            self.pending += 1
+            if self.thread is None:
+                self.thread = threading.Thread(target=self.work, name="gen-jit", daemon=True)
+                self.thread.start()
+        self.queue.put(plan)
+
+    def work(self) -> None:
+        while True:
+            plan = self.queue.get()
+            try:
+                _specialise(plan, self.modules)
+            except Exception as e:  # noqa: BLE001 - whatever fails, calls stay generic
+                if runtime.VERBOSE:
+                    reason = " ".join(str(e).split()) or type(e).__name__
+                    runtime.verbose(f"jit,failed,{plan.kernel},{reason}")
+            finally:
+                with self.done:
+                    self.pending -= 1
+                    self.done.notify_all()
+
+
+def _reset() -> None:
+    global _worker, _lock, _requested
+    _worker, _lock, _requested = _Worker(), threading.Lock(), weakref.WeakSet()
+
+
+_reset()
+# A forked child has no worker thread: it starts its own, and its parent's queue is not its.
+os.register_at_fork(after_in_child=_reset)
+
+
+def request(plan) -> None:
+    """Queue `plan` for specialisation (once: several threads may ask at the same run)."""
+    with _lock:
+        if plan in _requested:
+            return
+        _requested.add(plan)
+    _worker.put(plan)
+
+
+def wait(timeout=None) -> bool:
+    """`gen.jit_wait`: wait until every requested specialisation is built (or failed);
+    False when `timeout` seconds passed first."""
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
+                not timeout >= 0:
+            raise Error(f"timeout must be None or a number of seconds >= 0, got {timeout!r}")
+    worker = _worker
+    with worker.done:
+        return worker.done.wait_for(lambda: worker.pending == 0, timeout)
+
+
+def source(plan, cflags) -> str:
+    """The C of `plan`'s module (templates/jit.c.j2)."""
+    from .export import _piece, _version  # export imports the ops, which import this module
+    specs = {spec.name: spec for spec, _ in plan.bound}
+    pairs = sorted({(s.src, s.dst) for s in specs.values() if s.cvt})
+    isa = plan.bound[0][0].isa
+    arrays = []  # the pieces' tables (a tile's offsets)
+    pieces = [_piece(fields, arrays, f"gen_jit_piece{i}")
+              for i, (_, fields) in enumerate(plan.bound)]
+    return codegen.render(
+        "jit.c.j2", version=_version(), isa=isa, cflags=" ".join(cflags),
+        common=codegen.render_common(isa),
+        convert=codegen.render_convert(isa, pairs),
+        kernels="\n".join(codegen.render_kernel(s, LINKAGE) for s in specs.values()),
+        arrays=arrays, pieces=pieces, calls=[spec.name for spec, _ in plan.bound])
+
+
+def _specialise(plan, modules) -> None:
+    # The sanitisers only where their runtime is loaded (a GEN_SANITIZE=1 install run as the
+    # README says): a sanitised module loaded without it would end the process.
+    cflags, ldflags = compile.flags(plan.bound[0][0].isa, _asan_loaded())
+    text = source(plan, cflags)  # names gen's version and the compile flags
+    digest = hashlib.sha256("\0".join(
+        [text, *ldflags, _cffi_backend.__version__, sys.version]).encode()).hexdigest()
+    name = f"_gen_jit_{digest[:32]}"
+    path = cache_dir() / (name + importlib.machinery.EXTENSION_SUFFIXES[0])
+    t0 = time.perf_counter()
+    how = "loaded"
+    module = modules.get(name)
+    if module is None:
+        try:
+            module = _load(name, path)
+        except ImportError:  # not built yet (or a damaged file: built again)
+            _build(name, text, cflags, ldflags, path)
+            module, how = _load(name, path), "built"
+        modules[name] = module
+    plan.specialise(module.lib.gen_jit_run)
+    if runtime.VERBOSE:
+        runtime.verbose(f"jit,{how},{plan.kernel},{path},{time.perf_counter() - t0:.2f}s")
+
+
+def _load(name, path: Path):
+    loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader))
+    loader.exec_module(module)
+    return module
+
+
+def _build(name, text, cflags, ldflags, path: Path) -> None:
+    """Compiles in a private directory next to `path`; the child moves the module to `path`
+    with os.replace, so a process that finds `path` finds a whole file."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=path.parent))
+    except OSError as e:
+        raise Error(f"cannot write the cache folder {str(path.parent)!r}: {e.strerror}") \
+            from None
+    try:
+        request_file = tmp / "request.json"
+        request_file.write_text(json.dumps({
+            "name": name, "cdef": CDEF, "source": text, "cflags": cflags,
+            "ldflags": ldflags, "tmpdir": str(tmp), "final": str(path)}))
+        with open(tmp / "build.log", "w+") as log:
+            # the log, not a pipe: a child that outlives this process still finishes
+            done = subprocess.run([sys.executable, str(BUILDER), str(request_file)], cwd=tmp,
+                                  stdin=subprocess.DEVNULL, stdout=log,
+                                  stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT)
+            if done.returncode:
+                log.seek(0)
+                lines = log.read().strip().splitlines()
+                raise Error(f"the build failed: {lines[-1] if lines else done.returncode}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _asan_loaded() -> bool:
+    return hasattr(ctypes.CDLL(None), "__asan_init")

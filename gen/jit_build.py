@@ -1,0 +1,30 @@
+"""Builds one run-time specialised module; gen/jit.py runs this file (by path: it imports
+only cffi) in a child process, because cffi's compile changes the working directory and the
+environment of its process, and the compiler's output must reach a log, not the user.
+
+`python jit_build.py REQUEST.json`: the request names the module, its cdef, source and
+flags, the private directory to compile in, and the final path. The module is moved there
+with os.replace, so that another process finds either no file or a whole one.
+"""
+import json
+import os
+import shutil
+import sys
+
+import cffi
+
+
+def main(request_file):
+    with open(request_file) as f:
+        req = json.load(f)
+    ffi = cffi.FFI()
+    ffi.cdef(req["cdef"])
+    ffi.set_source(req["name"], req["source"], extra_compile_args=req["cflags"],
+                   extra_link_args=req["ldflags"])
+    os.replace(ffi.compile(tmpdir=req["tmpdir"]), req["final"])
+    # done even when the process that asked has exited meanwhile
+    shutil.rmtree(req["tmpdir"], ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,6 @@
+"""The suite runs with run-time specialisation off (GEN_JIT=0, unless set): spec tests run
+each problem more than once, and each would start a background build into the user's cache.
+tests/test_jit.py turns it on for its own problems, with a temporary cache."""
+import os
+
+os.environ.setdefault("GEN_JIT", "0")

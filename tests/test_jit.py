@@ -1,0 +1,234 @@
+"""Run-time specialisation (issue 7 item 1; issue 8 item 4: two processes building the same
+specialised kernel at once both succeed).
+
+Each test runs gen in a child process with GEN_JIT=1 and a temporary GEN_CACHE_DIR (the rest
+of the suite runs with GEN_JIT=0, see conftest.py). A child runs each problem through a
+primitive twice on the generic kernels (the second run asks for the build), waits with
+`gen.jit_wait`, then runs the specialised module: its bytes (padding included) must equal the
+generic ones, at 1 and 2 threads and on buffers next to a protected page, and the logical
+result must equal the NumPy reference.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import gen
+from checks import GEN_PARENT, raises_gen, run_py
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# One problem per kernel kind the JIT inlines; the kernels the generic path picks for each.
+CASES = [
+    ("run", {"dims": [3, 50, 700], "src": ["f32", "abc"], "dst": ["f32", [35200, 704, 1]]}),
+    ("tile", {"dims": [2, 48, 33, 35], "src": ["f32", "nchw"], "dst": ["f32", "nhwc"]}),
+    ("strided", {"dims": [2, 3, 61, 67], "src": ["f32", "nchw"], "dst": ["f32", "nhwc"]}),
+    ("interleave4", {"dims": [2, 4, 61, 71], "src": ["u8", "nchw"], "dst": ["u8", "nhwc"]}),
+    ("run_zero", {"dims": [40, 17, 3, 3], "src": ["f32", "oihw"],
+                  "dst": ["f32", "OIhw16i16o"]}),
+    ("tile_f32_s8", {"dims": [2, 40, 33, 35], "src": ["f32", "nchw"], "dst": ["s8", "nChw16c"],
+                     "attrs": {"scales": [0.5 + c / 8 for c in range(40)], "scale_mask": 2,
+                               "dst_zero_point": 3}}),
+    ("strided_f32_bf16", {"dims": [2, 24, 33, 35], "src": ["f32", "nhwc"],
+                          "dst": ["bf16", "nchw"], "attrs": {"sum_scale": 0.5}}),
+    ("run_u8_f32", {"dims": [2, 24, 33, 35], "src": ["u8", "nchw"], "dst": ["f32", "nchw"],
+                    "attrs": {"scales": [0.25], "src_zero_point": 7}}),
+    ("interleave4_e4", {"dims": [2, 24, 29, 31], "shuffle": ["f32", "nhwc"], "group": 4}),
+    ("strided_e4", {"dims": [2, 116, 9, 11], "shuffle": ["f32", "nChw16c"], "group": 2}),
+]
+
+CHILD = """
+import json, sys, threading, time
+sys.path.insert(0, {here!r})
+import numpy as np, gen, guard, reference as ref, convert_reference as cref
+from checks import desc
+
+regions = []  # guarded buffers stay mapped
+
+def memory(md, raw, where):
+    if where is None:
+        m = gen.Memory(md)
+    else:
+        m, region = guard.guarded_memory(md, where)
+        regions.append(region)
+    m.data[:] = raw
+    return m
+
+def raw_of(a, md, spec, rng):
+    # a's bytes laid out as spec; the padding random, so that a kernel must zero it
+    raw = rng.integers(0, 256, md.nbytes, dtype=np.uint8)
+    packed = ref.pack(a, spec)
+    lay = ref.make_layout(a.shape, spec)
+    keep = ~np.repeat(ref.padding_mask(lay), a.dtype.itemsize)
+    raw[:packed.size][keep] = packed[keep]
+    return raw
+
+def check(case, threads_meanwhile):
+    rng = np.random.default_rng(len(case["dims"]) * 1000 + sum(case["dims"]))
+    dims = tuple(case["dims"])
+    if "shuffle" in case:
+        dt, spec = case["shuffle"]
+        sd = dd = desc(dims, dt, spec)
+        dspec, prim = spec, gen.ShuffleChannels(sd, group=case["group"])
+        a = ref.random_bits(dims, cref.np_dtype(dt), rng)
+        n, c, g = dims[0], dims[1], case["group"]
+        want = a.reshape(n, g, c // g, -1).transpose(0, 2, 1, 3).reshape(dims)
+        old = np.zeros(dims, a.dtype)
+    else:
+        (st, spec), (dt, dspec) = case["src"], case["dst"]
+        sd, dd = desc(dims, st, spec), desc(dims, dt, dspec)
+        attrs = case.get("attrs", {{}})
+        prim = gen.Reorder(sd, dd, **attrs)
+        a = ref.random_bits(dims, cref.np_dtype(st), rng)
+        old = ref.random_bits(dims, cref.np_dtype(dt), rng)
+        want = cref.reference_reorder(a, dt, dst_old=old, **attrs)
+    src_raw, dst_raw = raw_of(a, sd, spec, rng), raw_of(old, dd, dspec, rng)
+
+    def call(threads, where=None):
+        d = memory(dd, dst_raw, where)
+        prim(memory(sd, src_raw, where), d, threads=threads)
+        return d.data.tobytes()
+
+    generic = call(1)
+    assert call(2) == generic, "generic kernels: 2 threads differ from 1"
+    stop, seen = threading.Event(), []
+
+    def keep_calling():  # calls go on, from several threads, while the module is built
+        while not stop.is_set():
+            seen.append(call(2) == generic)
+            time.sleep(0.002)
+
+    ts = [threading.Thread(target=keep_calling) for _ in range(threads_meanwhile)]
+    for t in ts:
+        t.start()
+    assert gen.jit_wait(120), "the build did not end"
+    stop.set()
+    for t in ts:
+        t.join()
+    assert all(seen), "a call during the build differs"
+    kernel = prim.kernel
+    for threads, where in ((1, None), (2, None), (2, "end"), (1, "start")):
+        assert call(threads, where) == generic, (kernel, threads, where)
+    got = ref.unpack(np.frombuffer(generic, np.uint8), dims, dspec, want.dtype)
+    bad = cref.mismatches(got, want)
+    assert bad.size == 0, (kernel, "differs from the reference at", bad[:8])
+    return kernel
+
+cases = json.loads({cases!r})
+print(json.dumps([check(case, 3 if i == 0 else 0) for i, case in enumerate(cases)]))
+"""
+
+
+def child(cases):
+    return CHILD.format(here=HERE, cases=json.dumps([c for _, c in cases]))
+
+
+def jit_env(cache, **extra):
+    return dict(GEN_JIT="1", GEN_CACHE_DIR=str(cache), GEN_VERBOSE="1", **extra)
+
+
+def verbose(stderr, event):
+    """The GEN_VERBOSE lines of one jit event (built, loaded, failed)."""
+    return [ln for ln in stderr.splitlines() if ln.startswith(f"gen_verbose,jit,{event},")]
+
+
+def modules(cache):
+    return sorted(p for p in os.listdir(cache) if p.endswith(".so"))
+
+
+@pytest.mark.parametrize("tier", ["dispatched", "scalar"])
+def test_specialised_equals_generic_and_reference(tmp_path, tier):
+    """Every kernel kind (and a shuffle, a conversion with scales, one with sum): the
+    specialised module gives the generic kernels' bytes and the reference's values."""
+    cases = CASES if tier == "dispatched" else CASES[1:2] + CASES[5:6]
+    env = jit_env(tmp_path / "cache", **({"GEN_ISA": tier} if tier != "dispatched" else {}))
+    p = run_py(child(cases), tmp_path, **env)
+    kernels = json.loads(p.stdout)
+    isa = tier if tier != "dispatched" else gen.isa()
+    for (kind, _), kernel in zip(cases, kernels):
+        assert kernel.startswith("jit:"), kernel
+        assert f"reorder_{kind}_" in kernel and kernel.endswith(isa), (kind, kernel)
+    assert len(verbose(p.stderr, "built")) == len(cases), p.stderr
+    assert not verbose(p.stderr, "failed"), p.stderr
+    assert len(modules(tmp_path / "cache")) == len(cases)
+    assert sorted(os.listdir(tmp_path / "cache")) == modules(tmp_path / "cache")  # no build leftovers
+
+
+def test_off_builds_nothing(tmp_path):
+    code = """
+    import numpy as np, gen
+    md = gen.MemoryDesc((2, 48, 33, 35), "f32", "nchw")
+    p = gen.Reorder(md, gen.MemoryDesc(md.dims, "f32", "nhwc"))
+    s, d = gen.Memory(md), gen.Memory(p.dst_desc)
+    for _ in range(4):
+        p(s, d)
+    assert gen.jit_wait(0) and not p.kernel.startswith("jit:"), p.kernel
+    """
+    p = run_py(code, tmp_path, **dict(jit_env(tmp_path / "cache"), GEN_JIT="0"))
+    assert "jit" not in p.stderr
+    assert not (tmp_path / "cache").exists()
+
+
+def _start(cache, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEN_")}
+    env.update(jit_env(cache), PYTHONPATH=GEN_PARENT)
+    return subprocess.Popen([sys.executable, "-c", child(CASES[1:2])], cwd=str(tmp_path),
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture(scope="module")
+def two_builders(tmp_path_factory):
+    """Two processes started together with one empty cache, building the same module."""
+    tmp = tmp_path_factory.mktemp("two")
+    procs = [_start(tmp / "cache", tmp) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    return tmp / "cache", [(p.returncode, out, err) for p, (out, err) in zip(procs, outs)]
+
+
+def test_two_processes_build_the_same_module(two_builders):
+    cache, results = two_builders
+    for code, out, err in results:
+        assert code == 0, err
+        assert json.loads(out)[0].startswith("jit:"), out
+        assert len(verbose(err, "built") + verbose(err, "loaded")) == 1, err
+    assert sorted(os.listdir(cache)) == modules(cache) and len(modules(cache)) == 1
+
+
+def test_second_process_loads_the_cache(two_builders, tmp_path):
+    cache, _ = two_builders
+    before = {n: os.stat(cache / n).st_mtime_ns for n in os.listdir(cache)}
+    t0 = time.perf_counter()
+    p = run_py(child(CASES[1:2]), tmp_path, **jit_env(cache))
+    assert json.loads(p.stdout)[0].startswith("jit:")
+    assert len(verbose(p.stderr, "loaded")) == 1 and not verbose(p.stderr, "built"), p.stderr
+    assert {n: os.stat(cache / n).st_mtime_ns for n in os.listdir(cache)} == before
+    assert time.perf_counter() - t0 < 30
+
+
+@pytest.mark.parametrize("broken", ["compiler", "cache"])
+def test_failed_build_leaves_calls_working(tmp_path, broken):
+    """No compiler, or a cache folder that cannot be made: calls stay on the generic kernels
+    (same bytes), the failure is a GEN_VERBOSE line, and nothing else reaches stderr."""
+    cache = tmp_path / "cache"
+    if broken == "cache":
+        cache.write_text("a file where the folder should be")
+    env = jit_env(cache, **({"CC": "/bin/false"} if broken == "compiler" else {}))
+    p = run_py(child(CASES[1:2]), tmp_path, **env)
+    assert not json.loads(p.stdout)[0].startswith("jit:")
+    assert len(verbose(p.stderr, "failed")) == 1, p.stderr
+    assert all(ln.startswith("gen_verbose,") for ln in p.stderr.splitlines()), p.stderr
+    env.pop("GEN_VERBOSE")
+    assert run_py(child(CASES[1:2]), tmp_path, **env).stderr == ""
+
+
+def test_bad_values(monkeypatch):
+    monkeypatch.setenv("GEN_JIT", "yes")
+    md = gen.MemoryDesc((3, 5, 67, 71), "f32", "nchw")  # a problem no other test plans
+    raises_gen(lambda: gen.Reorder(md, gen.MemoryDesc(md.dims, "f32", "nhwc")), "GEN_JIT")
+    for timeout in (-1, "1", True, float("nan")):
+        raises_gen(lambda: gen.jit_wait(timeout), "timeout")
+    assert gen.jit_wait(0) is True
