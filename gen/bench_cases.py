@@ -2,8 +2,9 @@
 
 A case is a `Case(name, make, onednn)`: `make()` builds gen's reusable primitive and its
 Memories and returns a Job; `onednn` is the (dnnl.bench kind, args, kwargs) spec of the oneDNN
-v3.13 subprocess peer (peers/sycl.py), or None. A Job is (run, nread, nwritten, kernel, op,
-src, dst, params, exact): `run()` does one call of gen into dst; nread / nwritten are the bytes
+v3.13 subprocess peer (peers/sycl.py), or None. A Job is (run, nread, nwritten, prim, op,
+src, dst, params, exact): `run()` does one call of gen into dst, the primitive `prim` (its
+`kernel` names what runs: "jit:..." once specialised); nread / nwritten are the bytes
 moved (blocked buffers count their padded size, a sum reads dst too; resampling reads src
 (diff_dst) and writes dst (diff_src)); op, params and exact tell the in-process peers the
 same problem (gen/peers/__init__.py).
@@ -17,7 +18,7 @@ import gen
 from gen import dtypes
 
 Case = namedtuple("Case", "name make onednn")
-Job = namedtuple("Job", "run nread nwritten kernel op src dst params exact")
+Job = namedtuple("Job", "run nread nwritten prim op src dst params exact")
 
 
 def source_data(dims, dt):
@@ -58,8 +59,8 @@ def reorder_case(dims, src_tag, dst_tag, src_dt="f32", dst_dt=None, *, scales=No
         src = gen.Memory.from_array(source_data(dims, src_dt), src_tag, dtype=src_dt)
         dst = gen.Memory(dd)
         nread = sd.nbytes + (dd.nbytes if sum_scale is not None else 0)
-        return Job(lambda: prim(src, dst), nread, dd.nbytes, prim.kernel, "reorder", src, dst,
-                   attrs, moves)
+        return Job(lambda: prim(src, dst), nread, dd.nbytes, prim, "reorder", src, dst, attrs,
+                   moves)
 
     # oneDNN v3 multiplies by a src scale (dst = src_scale * (src - src_zp) / dst_scale + dst_zp)
     dnnl_kw = {}
@@ -84,8 +85,8 @@ def shuffle_case(dims, group, layout):
         prim = gen.ShuffleChannels(md, axis=1, group=group)
         src = gen.Memory.from_array(source_data(dims, "f32"), layout)
         dst = gen.Memory(md)
-        return Job(lambda: prim(src, dst), md.nbytes, md.nbytes, prim.kernel,
-                   "shuffle_channels", src, dst, {"axis": 1, "group": group}, True)
+        return Job(lambda: prim(src, dst), md.nbytes, md.nbytes, prim, "shuffle_channels",
+                   src, dst, {"axis": 1, "group": group}, True)
 
     # oneDNN's group_size is the size of a group: C / group; check_group is what it must equal
     return Case(name, make, ("shuffle", [list(dims), 1, dims[1] // group, layout, "f32"],
@@ -107,7 +108,7 @@ def resample_case(src_dims, up, alg, layout, backward=False):
         x = gen.Memory.from_array(source_data(in_dims, "f32"), layout)
         y = gen.Memory(outd)
         # nearest forward copies values; sums and weighted sums may round differently
-        return Job(lambda: prim(x, y), ind.nbytes, outd.nbytes, prim.kernel,
+        return Job(lambda: prim(x, y), ind.nbytes, outd.nbytes, prim,
                    "resample_backward" if backward else "resample", x, y, {"alg": alg},
                    alg == "nearest" and not backward)
 
