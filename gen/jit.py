@@ -1,10 +1,11 @@
 """Run-time specialisation: a problem run again gets a compiled module of its own.
 
-A Plan (reorder, shuffle) asks for it on its SECOND_RUN-th run, when it moves at least
-MIN_TRAFFIC bytes. The module is rendered from the same templates as the installed kernels
-(templates/jit.c.j2): the plan's kernels with inline linkage and its pieces as `static const
-gen_piece`, so that gcc folds sizes and strides into the inlined kernels, and one entry point
-that runs them in one OpenMP region as gen_run does. Same tier, same flags, same bits.
+A plan (plan.Plan: reorder, shuffle; resample._Plan) asks for it on its SECOND_RUN-th run,
+when it moves at least MIN_TRAFFIC bytes. The module is rendered from the same templates as
+the installed kernels (templates/jit.c.j2): the plan's kernels with inline linkage and its
+tables as constants (pieces as `static const gen_piece`, a resampling's taps as arrays), so
+that gcc folds sizes and strides into the inlined kernels, and one entry point that runs them
+in one OpenMP region as gen_run does. Same tier, same flags, same bits.
 
 One background thread renders and builds, one plan at a time; the compiler runs in a child
 process (jit_build.py), so calls go on meanwhile, on the generic kernels, and the GIL is free.
@@ -28,12 +29,11 @@ import sys
 import tempfile
 import threading
 import time
-import weakref
 from pathlib import Path
 
 import _cffi_backend
 
-from . import codegen, compile, runtime
+from . import codegen, compile, registry, runtime
 from .errors import Error
 
 SECOND_RUN = 2
@@ -41,11 +41,14 @@ SECOND_RUN = 2
 # Python and dispatch; a specialised kernel saves setup and loop overhead of a few hundred
 # ns), so the build would not pay for itself.
 MIN_TRAFFIC = 1 << 16
+# Table elements (a resampling's taps) a module may hold as constants: 2^20 is about 8 MB of
+# C, a few seconds of gcc.
+MAX_TABLE = 1 << 20
 BUILD_TIMEOUT = 600  # seconds: a hung compiler gives up, the plan stays generic
 LINKAGE = "static inline __attribute__((always_inline)) "
 # `at` as void *: the caller's gen_attr belongs to the installed module's ffi, and cffi
 # passes a pointer of another ffi's type only as void *.
-CDEF = "void gen_jit_run(intptr_t src, intptr_t dst, const void *at, int nthr);"
+CDEF = "int gen_jit_run(intptr_t src, intptr_t dst, const void *at, int nthr);"
 BUILDER = Path(__file__).with_name("jit_build.py")
 
 
@@ -57,9 +60,38 @@ def enabled() -> bool:
     return value != "0"
 
 
-def worth(plan) -> bool:
-    """Whether `plan` is specialised when run again (reads GEN_JIT: gen.Error when bad)."""
-    return enabled() and plan.traffic >= MIN_TRAFFIC and bool(plan.bound)
+def worth(traffic: int, table: int = 0) -> bool:
+    """Whether a plan moving `traffic` bytes per call, with `table` elements of tables, is
+    specialised when run again (reads GEN_JIT: gen.Error when bad)."""
+    return enabled() and traffic >= MIN_TRAFFIC and table <= MAX_TABLE
+
+
+class Runs:
+    """A plan's side of specialisation: counts its runs, asks for its module at the
+    SECOND_RUN-th, then holds the module's entry point. The plan gives `kernel` (its name)
+    and `jit_parts()`: ((spec, gen_piece fields) per piece, (spec, Tables) of a resampling
+    or None)."""
+
+    def __init__(self, traffic: int, table: int = 0):
+        self.count = 0 if worth(traffic, table) else None  # None: never specialised
+        self.requested = False
+        self.special = None  # (entry point, kernel name) once the module is loaded
+
+    def ran(self, plan) -> None:
+        if self.count is None:
+            return
+        runs = self.count = self.count + 1  # a local: some thread sees SECOND_RUN
+        if runs == SECOND_RUN:
+            with _lock:  # once, though several threads may see it
+                if self.requested:
+                    return
+                self.requested = True
+            _worker.put(plan)
+
+    def switch(self, plan, entry) -> None:
+        """From now on the plan's calls run `entry`, `int gen_jit_run(src, dst, at, nthr)`."""
+        self.special = (entry, "jit:" + plan.kernel)
+        plan.kernel = self.special[1]
 
 
 def cache_dir() -> Path:
@@ -94,7 +126,7 @@ class _Worker:
             plan = self.queue.get()
             try:
                 _specialise(plan, self.modules)
-            except Exception as e:  # noqa: BLE001 - whatever fails, calls stay generic
+            except Exception as e:  # whatever fails, calls stay generic
                 if runtime.VERBOSE:
                     reason = " ".join(str(e).split()) or type(e).__name__
                     runtime.verbose(f"jit,failed,{plan.kernel},{reason}")
@@ -105,22 +137,13 @@ class _Worker:
 
 
 def _reset() -> None:
-    global _worker, _lock, _requested
-    _worker, _lock, _requested = _Worker(), threading.Lock(), weakref.WeakSet()
+    global _worker, _lock
+    _worker, _lock = _Worker(), threading.Lock()
 
 
 _reset()
 # A forked child has no worker thread: it starts its own, and its parent's queue is not its.
 os.register_at_fork(after_in_child=_reset)
-
-
-def request(plan) -> None:
-    """Queue `plan` for specialisation (once: several threads may ask at the same run)."""
-    with _lock:
-        if plan in _requested:
-            return
-        _requested.add(plan)
-    _worker.put(plan)
 
 
 def wait(timeout=None) -> bool:
@@ -135,28 +158,32 @@ def wait(timeout=None) -> bool:
         return worker.done.wait_for(lambda: worker.pending == 0, timeout)
 
 
-def source(plan, cflags) -> str:
-    """The C of `plan`'s module (templates/jit.c.j2)."""
-    from .export import _piece, _version  # export imports the ops, which import this module
-    specs = {spec.name: spec for spec, _ in plan.bound}
-    pairs = sorted({(s.src, s.dst) for s in specs.values() if s.cvt})
-    isa = plan.bound[0][0].isa
-    arrays = []  # the pieces' tables (a tile's offsets)
-    pieces = [_piece(fields, arrays, f"gen_jit_piece{i}")
-              for i, (_, fields) in enumerate(plan.bound)]
+def source(pieces, resample, cflags) -> str:
+    """The C of one plan's module (templates/jit.c.j2): `pieces`, (spec, gen_piece fields)
+    per piece, or `resample`, the (spec, Tables) of a resampling."""
+    from .export import _piece, _resample_init, _version  # export imports the ops
+    isa = registry.isa()
+    specs = [spec for spec, _ in pieces] + ([resample[0]] if resample else [])
+    arrays, init, name = [], "", "gen_jit_problem"  # the tables' prefix
+    if resample:
+        init = _resample_init(name, resample[1], arrays) + f", .failed = &{name}_failed"
+    inits = [_piece(fields, arrays, f"{name}_{i}") for i, (_, fields) in enumerate(pieces)]
     return codegen.render(
-        "jit.c.j2", version=_version(), isa=isa, cflags=" ".join(cflags),
+        "jit.c.j2", name=name, version=_version(), isa=isa, cflags=" ".join(cflags),
         common=codegen.render_common(isa),
-        convert=codegen.render_convert(isa, pairs),
-        kernels="\n".join(codegen.render_kernel(s, LINKAGE) for s in specs.values()),
-        arrays=arrays, pieces=pieces, calls=[spec.name for spec, _ in plan.bound])
+        convert=codegen.render_convert(isa, sorted({(s.src, s.dst) for s, _ in pieces
+                                                    if s.cvt})),
+        kernels="\n".join(codegen.render_kernel(s, LINKAGE)
+                          for s in {s.name: s for s in specs}.values()),
+        arrays=arrays, pieces=inits, resample=init, calls=[spec.name for spec, _ in pieces],
+        resample_kernel=resample[0].name if resample else "")
 
 
 def _specialise(plan, modules) -> None:
     # The sanitisers only where their runtime is loaded (a GEN_SANITIZE=1 install run as the
     # README says): a sanitised module loaded without it would end the process.
-    cflags, ldflags = compile.flags(plan.bound[0][0].isa, _asan_loaded())
-    text = source(plan, cflags)  # names gen's version and the compile flags
+    cflags, ldflags = compile.flags(registry.isa(), _asan_loaded())
+    text = source(*plan.jit_parts(), cflags)  # names gen's version and the compile flags
     digest = hashlib.sha256("\0".join(
         [text, *ldflags, _cffi_backend.__version__, sys.version]).encode()).hexdigest()
     name = f"_gen_jit_{digest[:32]}"
@@ -171,7 +198,7 @@ def _specialise(plan, modules) -> None:
             _build(name, text, cflags, ldflags, path)
             module, how = _load(name, path), "built"
         modules[name] = module
-    plan.specialise(module.lib.gen_jit_run)
+    plan.jit.switch(plan, module.lib.gen_jit_run)
     if runtime.VERBOSE:
         runtime.verbose(f"jit,{how},{plan.kernel},{path},{time.perf_counter() - t0:.2f}s")
 

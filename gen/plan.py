@@ -118,8 +118,7 @@ class Plan:
                     setattr(task.piece, key, value)
         # the kernels a call runs now ("jit:" and theirs once specialised)
         self.kernel = "+".join(dict.fromkeys(spec.name for spec, _ in self.bound))
-        self._runs = 0 if jit.worth(self) else None  # None: never specialised
-        self._special = None  # (entry point, kernel name) once specialised
+        self.jit = jit.Runs(traffic)
 
     def key(self) -> str:
         """The problem as wisdom knows it: tier, nest, conversion, destination size."""
@@ -130,21 +129,16 @@ class Plan:
         kernel name of this call."""
         nthr = max(1, min(threads, self.traffic // BYTES_PER_THREAD))
         at = attr if attr is not None else self._ffi.NULL
-        special = self._special
+        special = self.jit.special
         if special is not None:
             special[0](src_addr, dst_addr, at, nthr)
             return special[1]
         self._run(src_addr, dst_addr, at, self._tasks, self._ntasks, nthr)
-        if self._runs is not None:
-            runs = self._runs = self._runs + 1  # a local: some thread sees SECOND_RUN
-            if runs == jit.SECOND_RUN:
-                jit.request(self)
+        self.jit.ran(self)
         return self.kernel
 
-    def specialise(self, entry) -> None:
-        """From now on calls run `entry` (jit.py), the C function of this problem."""
-        self._special = (entry, "jit:" + self.kernel)
-        self.kernel = self._special[1]
+    def jit_parts(self):
+        return self.bound, None
 
 
 @functools.lru_cache(maxsize=256)

@@ -22,29 +22,44 @@ from checks import GEN_PARENT, raises_gen, run_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# One problem per kernel kind the JIT inlines; the kernels the generic path picks for each.
+# One problem per kernel kind the JIT inlines: the kernel the generic path picks for each, and
+# the problem (a reorder from src to dst, a shuffle of a Memory, a resampling of one).
 CASES = [
-    ("run", {"dims": [3, 50, 700], "src": ["f32", "abc"], "dst": ["f32", [35200, 704, 1]]}),
-    ("tile", {"dims": [2, 48, 33, 35], "src": ["f32", "nchw"], "dst": ["f32", "nhwc"]}),
-    ("strided", {"dims": [2, 3, 61, 67], "src": ["f32", "nchw"], "dst": ["f32", "nhwc"]}),
-    ("interleave4", {"dims": [2, 4, 61, 71], "src": ["u8", "nchw"], "dst": ["u8", "nhwc"]}),
-    ("run_zero", {"dims": [40, 17, 3, 3], "src": ["f32", "oihw"],
-                  "dst": ["f32", "OIhw16i16o"]}),
-    ("tile_f32_s8", {"dims": [2, 40, 33, 35], "src": ["f32", "nchw"], "dst": ["s8", "nChw16c"],
-                     "attrs": {"scales": [0.5 + c / 8 for c in range(40)], "scale_mask": 2,
-                               "dst_zero_point": 3}}),
-    ("strided_f32_bf16", {"dims": [2, 24, 33, 35], "src": ["f32", "nhwc"],
-                          "dst": ["bf16", "nchw"], "attrs": {"sum_scale": 0.5}}),
-    ("run_u8_f32", {"dims": [2, 24, 33, 35], "src": ["u8", "nchw"], "dst": ["f32", "nchw"],
-                    "attrs": {"scales": [0.25], "src_zero_point": 7}}),
-    ("interleave4_e4", {"dims": [2, 24, 29, 31], "shuffle": ["f32", "nhwc"], "group": 4}),
-    ("strided_e4", {"dims": [2, 116, 9, 11], "shuffle": ["f32", "nChw16c"], "group": 2}),
+    ("reorder_run_e1", {"dims": [3, 50, 700], "src": ["f32", "abc"],
+                        "dst": ["f32", [35200, 704, 1]]}),
+    ("reorder_tile_e4", {"dims": [2, 48, 33, 35], "src": ["f32", "nchw"], "dst": ["f32", "nhwc"]}),
+    ("reorder_strided_e4", {"dims": [2, 3, 61, 67], "src": ["f32", "nchw"],
+                            "dst": ["f32", "nhwc"]}),
+    ("reorder_interleave4_e1", {"dims": [2, 4, 61, 71], "src": ["u8", "nchw"],
+                                "dst": ["u8", "nhwc"]}),
+    ("reorder_run_zero_e1", {"dims": [40, 17, 3, 3], "src": ["f32", "oihw"],
+                             "dst": ["f32", "OIhw16i16o"]}),
+    ("reorder_tile_f32_s8", {"dims": [2, 40, 33, 35], "src": ["f32", "nchw"],
+                             "dst": ["s8", "nChw16c"],
+                             "attrs": {"scales": [0.5 + c / 8 for c in range(40)],
+                                       "scale_mask": 2, "dst_zero_point": 3}}),
+    ("reorder_strided_f32_bf16", {"dims": [2, 24, 33, 35], "src": ["f32", "nhwc"],
+                                  "dst": ["bf16", "nchw"], "attrs": {"sum_scale": 0.5}}),
+    ("reorder_run_u8_f32", {"dims": [2, 24, 33, 35], "src": ["u8", "nchw"],
+                            "dst": ["f32", "nchw"],
+                            "attrs": {"scales": [0.25], "src_zero_point": 7}}),
+    ("reorder_interleave4_e4", {"dims": [2, 24, 29, 31], "shuffle": ["f32", "nhwc"],
+                                "group": 4}),
+    ("reorder_strided_e4", {"dims": [2, 116, 9, 11], "shuffle": ["f32", "nChw16c"],
+                            "group": 2}),
+    ("resample_linear_f32", {"dims": [2, 16, 30, 30], "resample": ["f32", "nchw"],
+                             "alg": "linear", "out": [61, 45]}),
+    ("resample_nearest_e4", {"dims": [2, 17, 30, 30], "resample": ["f32", "nChw8c"],
+                             "alg": "nearest", "out": [45, 41]}),
+    ("resample_linear_bf16", {"dims": [2, 16, 30, 30], "resample": ["bf16", "nhwc"],
+                              "alg": "linear", "out": [13, 29], "backward": True}),
 ]
 
 CHILD = """
 import json, sys, threading, time
 sys.path.insert(0, {here!r})
 import numpy as np, gen, guard, reference as ref, convert_reference as cref
+import resample_reference as rref
 from checks import desc
 
 regions = []  # guarded buffers stay mapped
@@ -67,25 +82,46 @@ def raw_of(a, md, spec, rng):
     raw[:packed.size][keep] = packed[keep]
     return raw
 
-def check(case, threads_meanwhile):
-    rng = np.random.default_rng(len(case["dims"]) * 1000 + sum(case["dims"]))
+def problem(case, rng):
+    # (primitive, src desc and spec, dst desc and spec, logical src, old dst, check(got))
     dims = tuple(case["dims"])
     if "shuffle" in case:
         dt, spec = case["shuffle"]
-        sd = dd = desc(dims, dt, spec)
-        dspec, prim = spec, gen.ShuffleChannels(sd, group=case["group"])
+        md = desc(dims, dt, spec)
         a = ref.random_bits(dims, cref.np_dtype(dt), rng)
         n, c, g = dims[0], dims[1], case["group"]
         want = a.reshape(n, g, c // g, -1).transpose(0, 2, 1, 3).reshape(dims)
-        old = np.zeros(dims, a.dtype)
-    else:
-        (st, spec), (dt, dspec) = case["src"], case["dst"]
-        sd, dd = desc(dims, st, spec), desc(dims, dt, dspec)
-        attrs = case.get("attrs", {{}})
-        prim = gen.Reorder(sd, dd, **attrs)
-        a = ref.random_bits(dims, cref.np_dtype(st), rng)
-        old = ref.random_bits(dims, cref.np_dtype(dt), rng)
-        want = cref.reference_reorder(a, dt, dst_old=old, **attrs)
+        return (gen.ShuffleChannels(md, group=g), md, spec, md, spec, a, np.zeros_like(a),
+                lambda got: ref.same_bits(got, want))
+    if "resample" in case:
+        dt, spec = case["resample"]
+        big, small = dims, dims[:2] + tuple(case["out"])
+        alg, backward = case["alg"], case.get("backward", False)
+        sd, dd = (desc(small, dt, spec), desc(big, dt, spec)) if backward else \
+            (desc(big, dt, spec), desc(small, dt, spec))
+        a = rng.uniform(-4, 4, sd.dims).astype(cref.np_dtype(dt))
+        prim = (gen.ResampleBackward if backward else gen.Resample)(sd, dd, alg=alg)
+        if alg == "nearest" and not backward:
+            return (prim, sd, spec, dd, spec, a, np.zeros(dd.dims, a.dtype),
+                    lambda got: ref.same_bits(got, rref.nearest_gather(a, small[2:])))
+        f = rref.backward if backward else rref.forward
+        x, size = rref.to_f64(a), dd.dims[2:]
+        want, scale = f(x, size, alg), f(np.abs(x), size, alg)
+        tol = 2.0 ** -7 if dt == "bf16" else 1e-6  # API.md: one bf16 ulp, f32 relative 1e-6
+        return (prim, sd, spec, dd, spec, a, np.zeros(dd.dims, a.dtype),
+                lambda got: np.all(np.abs(rref.to_f64(got) - want) <= tol * (scale + 1e-30)))
+    (st, spec), (dt, dspec) = case["src"], case["dst"]
+    sd, dd = desc(dims, st, spec), desc(dims, dt, dspec)
+    attrs = case.get("attrs", {{}})
+    a = ref.random_bits(dims, cref.np_dtype(st), rng)
+    old = ref.random_bits(dims, cref.np_dtype(dt), rng)
+    want = cref.reference_reorder(a, dt, dst_old=old, **attrs)
+    return (gen.Reorder(sd, dd, **attrs), sd, spec, dd, dspec, a, old,
+            lambda got: cref.mismatches(got, want).size == 0)
+
+def check(case, threads_meanwhile):
+    rng = np.random.default_rng(len(case["dims"]) * 1000 + sum(case["dims"]))
+    prim, sd, spec, dd, dspec, a, old, right = problem(case, rng)
     src_raw, dst_raw = raw_of(a, sd, spec, rng), raw_of(old, dd, dspec, rng)
 
     def call(threads, where=None):
@@ -113,9 +149,9 @@ def check(case, threads_meanwhile):
     kernel = prim.kernel
     for threads, where in ((1, None), (2, None), (2, "end"), (1, "start")):
         assert call(threads, where) == generic, (kernel, threads, where)
-    got = ref.unpack(np.frombuffer(generic, np.uint8), dims, dspec, want.dtype)
-    bad = cref.mismatches(got, want)
-    assert bad.size == 0, (kernel, "differs from the reference at", bad[:8])
+    got = ref.unpack(np.frombuffer(generic, np.uint8), dd.dims, dspec, a.dtype if "src" not in
+                     case else cref.np_dtype(case["dst"][0]))
+    assert right(got), (kernel, "differs from the reference")
     return kernel
 
 cases = json.loads({cases!r})
@@ -142,19 +178,20 @@ def modules(cache):
 
 @pytest.mark.parametrize("tier", ["dispatched", "scalar"])
 def test_specialised_equals_generic_and_reference(tmp_path, tier):
-    """Every kernel kind (and a shuffle, a conversion with scales, one with sum): the
+    """Every kernel kind (shuffles, conversions with scales and with sum, resampling): the
     specialised module gives the generic kernels' bytes and the reference's values."""
-    cases = CASES if tier == "dispatched" else CASES[1:2] + CASES[5:6]
+    cases = CASES if tier == "dispatched" else CASES[1:2] + CASES[5:6] + CASES[10:11]
     env = jit_env(tmp_path / "cache", **({"GEN_ISA": tier} if tier != "dispatched" else {}))
     p = run_py(child(cases), tmp_path, **env)
     kernels = json.loads(p.stdout)
     isa = tier if tier != "dispatched" else gen.isa()
     for (kind, _), kernel in zip(cases, kernels):
         assert kernel.startswith("jit:"), kernel
-        assert f"reorder_{kind}_" in kernel and kernel.endswith(isa), (kind, kernel)
-    assert len(verbose(p.stderr, "built")) == len(cases), p.stderr
-    assert not verbose(p.stderr, "failed"), p.stderr
-    assert len(modules(tmp_path / "cache")) == len(cases)
+        assert f"{kind}_" in kernel and kernel.endswith(isa), (kind, kernel)
+    # one module per problem, and one for a resampling's zero padding
+    built = verbose(p.stderr, "built")
+    assert len(built) >= len(cases) and not verbose(p.stderr, "failed"), p.stderr
+    assert len(modules(tmp_path / "cache")) == len(built)
     assert sorted(os.listdir(tmp_path / "cache")) == modules(tmp_path / "cache")  # no build leftovers
 
 

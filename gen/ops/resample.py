@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import dtypes, plan, registry, runtime, space
+from .. import dtypes, jit, plan, registry, runtime, space
 from ..errors import Error
 from ..layout import MemoryDesc
 from ..memory import Memory, Operand, check_call
@@ -107,6 +107,12 @@ class Tables:
         else:
             self.fields.setdefault(name, {})[index] = value
 
+    def entries(self) -> int:
+        """Elements of all the arrays."""
+        values = [v for f in self.fields.values() for v in (f.values() if isinstance(f, dict)
+                                                             else [f])]
+        return sum(v[1].size for v in values if isinstance(v, tuple))
+
     def bind(self, ffi):
         """(the cffi struct, the arrays it points to: keep them alive)."""
         r, keep = ffi.new("gen_resample *"), []
@@ -187,6 +193,9 @@ class _Plan:
             self._r, self._keep = tb.bind(mod.ffi)
             self._failed = mod.ffi.new("int32_t *")
             self._r.failed = self._failed
+            self._null = mod.ffi.NULL
+            self.jit = jit.Runs((math.prod(key.dims_in) + math.prod(key.dims_out)) * esize,
+                                tb.entries())
 
     @staticmethod
     def _last_axis(tb, last: _Axis, axes01, key: _Key, esize, run):
@@ -224,14 +233,25 @@ class _Plan:
         tb.array("perm", "int32_t", perm)
         tb.scalar("kmax", np.diff(axes01[0]).max() * np.diff(axes01[1]).max())
 
-    def run(self, src_addr, dst_addr, threads):
+    def run(self, src_addr, dst_addr, threads) -> str:
+        """Returns the kernel name of this call."""
         nthr = max(1, min(threads, self.items))
-        self._failed[0] = 0
-        self._run(src_addr, dst_addr, self._r, self._fn, nthr)
-        if self._failed[0]:
+        special = self.jit.special
+        if special is not None:
+            failed = special[0](src_addr, dst_addr, self._null, nthr)
+        else:
+            self._failed[0] = 0
+            self._run(src_addr, dst_addr, self._r, self._fn, nthr)
+            failed = self._failed[0]
+            self.jit.ran(self)
+        if failed:
             raise Error("resampling could not allocate its line buffer (out of memory)")
         if self._zero is not None:
             self._zero.run(dst_addr, dst_addr, threads)
+        return special[1] if special else self.kernel
+
+    def jit_parts(self):
+        return [], (self.spec, self.tables)
 
 
 def _segments(index, cw):
@@ -423,9 +443,9 @@ def _execute(x, src: Operand, out_dims, alg, backward, format, threads, op):
         dst = Operand.of(out)
     key = _Key(src.dims, dst.dims, src.layout, dst.layout, dtype, alg, backward)
     p = _plan_of(key, dst.hi - dst.lo)
-    p.run(src.addr, dst.addr, runtime.num_threads(threads))
+    kernel = p.run(src.addr, dst.addr, runtime.num_threads(threads))
     if runtime.VERBOSE:
-        _verbose(op, p.kernel, src, dst, alg, t0)
+        _verbose(op, kernel, src, dst, alg, t0)
     return out
 
 
@@ -488,14 +508,18 @@ class _Primitive:
                    Layout.of_desc(dst_desc), src_desc.dtype, self.alg,
                    self.op == "resample_backward")
         self._plan = _plan_of(key, dst_desc.nbytes)
-        self.kernel = self._plan.kernel
+
+    @property
+    def kernel(self) -> str:
+        """The kernel a call runs ("jit:..." once specialised)."""
+        return self._plan.kernel
 
     def __call__(self, src, dst, *, threads=None):
         t0 = time.perf_counter()
         sa, da = check_call(src, dst, self.src_desc, self.dst_desc, "resampling")
-        self._plan.run(sa, da, runtime.num_threads(threads))
+        kernel = self._plan.run(sa, da, runtime.num_threads(threads))
         if runtime.VERBOSE:
-            _verbose(self.op, self.kernel, Operand.of_memory(src), Operand.of_memory(dst),
+            _verbose(self.op, kernel, Operand.of_memory(src), Operand.of_memory(dst),
                      self.alg, t0)
         return dst
 
