@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from . import plan, runtime, wisdom
+from . import jit, plan, runtime, wisdom
 from .errors import Error
 from .memory import Memory
 from .ops.reorder import Reorder
@@ -53,6 +53,7 @@ def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
     def measure(choice):
         if choice not in timed:
             p = plan.Plan(guess.problem, guess.traffic, guess.dst_nbytes, guess.convert, choice)
+            p.jit = jit.Runs(0)  # candidates run the generic kernels: no build for each
             timed[choice] = (_median_s(lambda: p.run(src._addr, dst._addr, nthr, attr), repeat),
                              p)
         return timed[choice][0]
@@ -67,6 +68,7 @@ def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
     if measure(other) < measure(best):
         best = other
     chosen = timed[best][1]
+    chosen.jit = jit.Runs(chosen.traffic)  # run again, it is specialised as any plan
     wisdom.record(chosen.key(), best)
     plan.cached.cache_clear()  # later plans of this problem take the wisdom
     primitive._plan = chosen  # its kernel is the primitive's
