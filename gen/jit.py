@@ -12,7 +12,7 @@ process (jit_build.py), so calls go on meanwhile, on the generic kernels, and th
 Built modules are cached on disk (GEN_CACHE_DIR) under a hash of their source, flags and
 versions: another process loads the file instead of compiling. A build that fails (no
 compiler, unwritable cache) leaves the plan on the generic kernels and says why in a
-GEN_VERBOSE line.
+GEN_VERBOSE=2 line.
 """
 from __future__ import annotations
 
@@ -90,8 +90,10 @@ class Runs:
 
     def switch(self, plan, entry) -> None:
         """From now on the plan's calls run `entry`, `int gen_jit_run(src, dst, at, nthr)`."""
-        self.special = (entry, "jit:" + plan.kernel)
-        plan.kernel = self.special[1]
+        # GEN_VERBOSE's exec lines keep naming the kernels (as gen.kernels() lists them);
+        # the plan's `kernel` attribute says that its own module runs them
+        self.special = (entry, plan.kernel)
+        plan.kernel = "jit:" + plan.kernel
 
 
 def cache_dir() -> Path:
@@ -127,7 +129,7 @@ class _Worker:
             try:
                 _specialise(plan, self.modules)
             except Exception as e:  # whatever fails, calls stay generic
-                if runtime.VERBOSE:
+                if runtime.VERBOSE_JIT:
                     reason = " ".join(str(e).split()) or type(e).__name__
                     runtime.verbose(f"jit,failed,{plan.kernel},{reason}")
             finally:
@@ -199,7 +201,7 @@ def _specialise(plan, modules) -> None:
             module, how = _load(name, path), "built"
         modules[name] = module
     plan.jit.switch(plan, module.lib.gen_jit_run)
-    if runtime.VERBOSE:
+    if runtime.VERBOSE_JIT:
         runtime.verbose(f"jit,{how},{plan.kernel},{path},{time.perf_counter() - t0:.2f}s")
 
 

@@ -6,7 +6,11 @@ import sys
 
 from .errors import Error
 
-VERBOSE = os.environ.get("GEN_VERBOSE", "0").strip() not in ("", "0")
+_LEVEL = os.environ.get("GEN_VERBOSE", "0").strip()
+VERBOSE = _LEVEL not in ("", "0")  # one line per executed op
+# 2 and up: also a line per run-time specialisation built, loaded or failed (kept off level 1,
+# whose contract is one line per op)
+VERBOSE_JIT = _LEVEL.isdigit() and int(_LEVEL) >= 2
 
 
 def _check_threads(n, what):

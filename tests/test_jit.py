@@ -164,7 +164,7 @@ def child(cases):
 
 
 def jit_env(cache, **extra):
-    return dict(GEN_JIT="1", GEN_CACHE_DIR=str(cache), GEN_VERBOSE="1", **extra)
+    return dict(GEN_JIT="1", GEN_CACHE_DIR=str(cache), GEN_VERBOSE="2", **extra)
 
 
 def verbose(stderr, event):
