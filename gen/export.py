@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 
-import numpy as np
-
-from . import codegen, dtypes, plan, registry
+from . import codegen, constants, dtypes, plan, registry
 from .errors import Error
 from .isa import TIERS as ISA_TIERS
 from .layout import MemoryDesc
@@ -25,9 +22,6 @@ from .problem import Layout
 # __AVX2__, and so on).
 TIERS = tuple((t.name, " && ".join(f"defined(__{f[2:].upper()}__)" for f in t.cflags))
               for t in sorted(ISA_TIERS.values(), key=lambda t: -t.rank))
-PIECE_FIELDS = ("src_off", "dst_off", "scl_off", "nouter", "n", "src_str", "dst_str", "scl_str",
-                "a_n", "a_src", "a_dst", "a_scl", "b_n", "b_src", "b_dst", "b_scl", "pad",
-                "stream", "a_tab", "b_tab")
 
 
 @dataclass
@@ -55,32 +49,6 @@ def _c_name(name: str) -> str:
     return name
 
 
-def _literal(ctype, value) -> str:
-    if ctype == "float":
-        return float(value).hex() + "f"
-    return str(int(value))
-
-
-def _array(arrays, name, ctype, values) -> str:
-    arrays.append({"name": name, "ctype": ctype,
-                   "data": [_literal(ctype, v) for v in np.asarray(values).ravel()] or
-                   [_literal(ctype, 0)]})
-    return name
-
-
-def _piece(fields, arrays, prefix) -> str:
-    """One gen_piece initialiser; its tables (tile offsets) go to `arrays` as prefix_KEY."""
-    parts = []
-    for key in PIECE_FIELDS:
-        v = fields[key]
-        if isinstance(v, np.ndarray):
-            v = _array(arrays, f"{prefix}_{key}", "int64_t", v)
-        elif isinstance(v, list):
-            v = "{" + ", ".join(map(str, v or [0])) + "}"
-        parts.append(f".{key} = {0 if v is None else v}")
-    return ", ".join(parts)
-
-
 def render(src: Source) -> "tuple[str, str]":
     """(NAME.c, NAME.h) of one export."""
     name = src.name
@@ -97,17 +65,19 @@ def render(src: Source) -> "tuple[str, str]":
             rp = resample_op._Plan(key, dst_nbytes, tier=tier)
             specs[tier].append(rp.spec)
             calls[tier].append(f"{rp.spec.name}(src, dst, &{name}_resample, ithr, nthr);")
-        resample_init = _resample_init(name, rp.tables, arrays) + f", .failed = &{name}_failed"
+        resample_init = (constants.resample_init(name, rp.tables, arrays)
+                         + f", .failed = &{name}_failed")
         if rp._zero is not None:
             plans.append(rp._zero)
     attr = ""
     if src.convert is not None:
         at = src.convert
-        scales = _array(arrays, f"{name}_scales", "float", at.scales)
+        scales = constants.array(arrays, f"{name}_scales", "float", at.scales)
         dzp = float(at.dst_zero_point) if at.dst_zero_point else -0.0
-        attr = (f".scales = {scales}, .src_zp = {_literal('float', at.src_zero_point)}, "
-                f".dst_zp = {_literal('float', dzp)}, "
-                f".beta = {_literal('float', 0.0 if at.sum_scale is None else at.sum_scale)}, "
+        beta = 0.0 if at.sum_scale is None else at.sum_scale
+        attr = (f".scales = {scales}, .src_zp = {constants.literal('float', at.src_zero_point)}, "
+                f".dst_zp = {constants.literal('float', dzp)}, "
+                f".beta = {constants.literal('float', beta)}, "
                 f".sum = {int(at.sum_scale is not None)}")
     for p in plans:
         for tier, _ in TIERS:
@@ -119,7 +89,7 @@ def render(src: Source) -> "tuple[str, str]":
                     pairs.add((spec.src, spec.dst))
                 calls[tier].append(f"{spec.name}(src, dst, &{name}_pieces[{len(pieces[tier])}], "
                                    f"{'&at' if attr else 'at'}, ithr, nthr);")
-                pieces[tier].append(_piece(fields, tables[tier],
+                pieces[tier].append(constants.piece(fields, tables[tier],
                                            f"{name}_{tier}_{len(pieces[tier])}"))
     tiers = []
     for tier, macros in TIERS:
@@ -130,36 +100,13 @@ def render(src: Source) -> "tuple[str, str]":
                       "code": "\n".join(code), "calls": calls[tier], "pieces": pieces[tier],
                       "arrays": tables[tier]})
     traffic = src.src_bytes + src.dst_bytes
-    ctx = dict(name=name, version=_version(), about=src.about, src_bytes=src.src_bytes,
+    ctx = dict(name=name, version=constants.version(), about=src.about,
+               src_bytes=src.src_bytes,
                dst_bytes=src.dst_bytes, reads_dst=src.reads_dst, guard=f"{name.upper()}_H",
                common=codegen.render_common("scalar"), tiers=tiers, arrays=arrays,
                resample=resample_init, attr=attr,
                parallel=traffic >= 2 * plan.BYTES_PER_THREAD)
     return codegen.render("export.c.j2", **ctx), codegen.render("export.h.j2", **ctx)
-
-
-def _resample_init(name, tables, arrays) -> str:
-    parts = []
-    for key, value in tables.fields.items():
-        if isinstance(value, dict):
-            items = [_value(f"{name}_{key}_{k}", v, arrays) for k, v in sorted(value.items())]
-            parts.append(f".{key} = {{{', '.join(items)}}}")
-        else:
-            parts.append(f".{key} = {_value(f'{name}_{key}', value, arrays)}")
-    return ", ".join(parts)
-
-
-def _value(cname, value, arrays) -> str:
-    if isinstance(value, tuple):
-        return _array(arrays, cname, value[0], value[1])
-    return str(value)
-
-
-def _version() -> str:
-    try:
-        return metadata.version("gen")
-    except metadata.PackageNotFoundError:
-        return "(checkout)"
 
 
 # ---------------------------------------------------------------- the ops

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import _cffi_backend
 
-from . import codegen, compile, registry, runtime
+from . import codegen, compile, constants, registry, runtime
 from .errors import Error
 
 SECOND_RUN = 2
@@ -163,15 +163,16 @@ def wait(timeout=None) -> bool:
 def source(pieces, resample, cflags) -> str:
     """The C of one plan's module (templates/jit.c.j2): `pieces`, (spec, gen_piece fields)
     per piece, or `resample`, the (spec, Tables) of a resampling."""
-    from .export import _piece, _resample_init, _version  # export imports the ops
     isa = registry.isa()
     specs = [spec for spec, _ in pieces] + ([resample[0]] if resample else [])
     arrays, init, name = [], "", "gen_jit_problem"  # the tables' prefix
     if resample:
-        init = _resample_init(name, resample[1], arrays) + f", .failed = &{name}_failed"
-    inits = [_piece(fields, arrays, f"{name}_{i}") for i, (_, fields) in enumerate(pieces)]
+        init = (constants.resample_init(name, resample[1], arrays)
+                + f", .failed = &{name}_failed")
+    inits = [constants.piece(fields, arrays, f"{name}_{i}")
+             for i, (_, fields) in enumerate(pieces)]
     return codegen.render(
-        "jit.c.j2", name=name, version=_version(), isa=isa, cflags=" ".join(cflags),
+        "jit.c.j2", name=name, version=constants.version(), isa=isa, cflags=" ".join(cflags),
         common=codegen.render_common(isa),
         convert=codegen.render_convert(isa, sorted({(s.src, s.dst) for s, _ in pieces
                                                     if s.cvt})),
