@@ -94,8 +94,8 @@ def _chain(first, nodes, side: str, limit: int) -> tuple:
 
 def choose(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: bool = True,
            tier=None, prefer=None):
-    """(spec, inner node a, node b, outer nodes) for one piece's nest (element strides): the
-    first of `options`, or the one of kind `prefer` (measured wisdom) where it applies."""
+    """(spec, a, b, outer nodes) for one piece's nest (element strides): the first of
+    `options`, or the one of kind `prefer` (measured wisdom) where it applies."""
     found = options(nodes, zero, esize, pad, convert, tile, tier)
     return next((o for o in found if o[0].kind == prefer), found[0])
 
