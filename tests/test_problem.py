@@ -71,3 +71,21 @@ def test_blocks_that_do_not_nest_are_refused():
     dims = (1, 24, 2, 2)
     with pytest.raises(gen.Error, match="do not nest"):
         nest(dims, "aBcd8b", "aBcd6b")
+
+
+def test_tile_takes_nests_of_nodes():
+    """The tile's B may continue in src over a second node (oihw -> OIhw16i16o: the 9 hw and
+    16 i of a weight row are 144 contiguous floats) and its A in dst (a 4-element block 4b
+    takes the node that continues it in dst as more rows); the rest stay outer loops."""
+    from gen import registry
+    weights = nodes((16, 36864, 36864), (16, 144, 2304), (9, 1, 256), (16, 9, 16),
+                    (16, 2304, 1))
+    spec, a, b, outer = registry.choose(weights, False, 4)
+    assert spec.kind == "tile"
+    assert a == nodes((16, 2304, 1)) and b == nodes((9, 1, 256), (16, 9, 16))
+    assert outer == list(nodes((16, 36864, 36864), (16, 144, 2304)))
+    block4 = nodes((18, 1, 456320), (22, 11520, 19840), (31, 256320, 640), (160, 18, 4),
+                   (4, 2880, 1))
+    spec, a, b, outer = registry.choose(block4, False, 4)
+    assert spec.kind == "tile"
+    assert a == nodes((4, 2880, 1), (160, 18, 4)) and b == nodes((18, 1, 456320))

@@ -16,7 +16,8 @@ from checks import raises_gen, run_py, src_memory
 # a padded destination (zero pieces), a conversion with per-channel scales.
 PAIRS = [((2, 16, 9, 7), "nchw", "nhwc"), ((2, 8, 9, 7), "nchw", "nChw8c"),
          ((2, 21, 6, 5), "nchw", "nChw16c"), ((3, 4, 5, 6), "nhwc", "nchw"),
-         ((35, 19, 3, 3), "oihw", "OIhw16i16o"), ((4, 6, 5, 3), "nchw", "nchw")]
+         ((35, 19, 3, 3), "oihw", "OIhw16i16o"), ((4, 6, 5, 3), "nchw", "nchw"),
+         ((11, 9, 5, 4, 16), "cbdea", "aBcde4b")]
 
 
 @pytest.fixture(autouse=True)
