@@ -69,8 +69,7 @@ def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
         best = other
     chosen = timed[best][1]
     chosen.jit = jit.Runs(chosen.traffic)  # run again, it is specialised as any plan
-    wisdom.record(chosen.key(), best)
-    plan.cached.cache_clear()  # later plans of this problem take the wisdom
+    wisdom.record(chosen.key(), best)  # later plans of this problem take it
     primitive._plan = chosen  # its kernel is the primitive's
     return {"kernel": chosen.kernel,
             "candidates": {f"{p.kernel} stream={c.stream}": round(t * 1e6, 2)

@@ -41,6 +41,7 @@ def lookup(problem_key: str) -> "Choice | None":
 
 def record(problem_key: str, choice: Choice) -> None:
     _known[problem_key] = choice
+    _plans_changed()
 
 
 def forget() -> None:
