@@ -242,9 +242,21 @@ def _fuse_padding(pieces):
         for i, c in enumerate(out):
             if (not c.zero and not c.pad and c.nodes and c.nodes[-1].dst == 1
                     and z.dst_off == c.dst_off + c.nodes[-1].n
-                    and [(n.n, n.dst) for n in z.nodes[:-1]]
-                    == [(n.n, n.dst) for n in c.nodes[:-1]]):
+                    and _dst_walk(z.nodes[:-1]) == _dst_walk(c.nodes[:-1])):
                 out[i] = Piece(c.src_off, c.dst_off, c.nodes, False, z.nodes[-1].n, c.scl_off)
                 out.remove(z)
                 break
+    return out
+
+
+def _dst_walk(nodes):
+    """The destination offsets a nest visits, as (size, dst stride) with the nodes that are
+    contiguous on the destination side merged: a zero piece's nest (no source side) merges
+    nodes its copy piece keeps apart for their source strides."""
+    out = []
+    for n in nodes:
+        if out and out[-1][1] == n.n * n.dst:
+            out[-1] = (out[-1][0] * n.n, n.dst)
+        else:
+            out.append((n.n, n.dst))
     return out

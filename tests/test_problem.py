@@ -26,6 +26,9 @@ CASES = [
      [(0, 0, nodes((4, 320, 320), (20, 1, 16), (16, 20, 1)), False, 0)]),
     # padding: c = 3 of 16; the other 13 are zeros after each run of 3
     ((1, 3, 2, 2), "nchw", "nChw16c", [(0, 0, nodes((4, 1, 16), (3, 4, 1)), False, 13)]),
+    # the same with n = 2: the copy keeps n and hw apart (source strides), the zeros merge them
+    ((2, 3, 2, 2), "nchw", "nChw16c",
+     [(0, 0, nodes((2, 12, 64), (4, 1, 16), (3, 4, 1)), False, 13)]),
     # blocks that nest: 8c into 16c, 20 channels = one full 16-block and a tail of 4
     ((1, 20, 1, 1), "nChw8c", "nChw16c",
      [(0, 0, nodes((16, 1, 1),), False, 0), (16, 16, nodes((4, 1, 1),), False, 12)]),
