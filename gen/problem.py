@@ -17,6 +17,8 @@ import itertools
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from .errors import Error
 
 
@@ -229,7 +231,56 @@ def normalise(dims, src: Layout, dst: Layout, esize: int, scl: "Layout | None" =
         ranges = [(0, dims[b] if b < a else dst.padded[b], dst.levels(b)) for b in range(nd)]
         ranges[a] = (dims[a], dst.padded[a], dst.levels(a))
         pieces += _pieces(ranges, None, dst, None, True)
-    return Problem(esize, tuple(_fuse_padding(pieces) if fuse else pieces))
+    if fuse:  # the cheap match first; the exact check when it leaves zero pieces
+        fused = _fuse_padding(pieces)
+        pieces = (_fuse_pitch(pieces) if any(p.zero for p in fused) else None) or fused
+    return Problem(esize, tuple(pieces))
+
+
+# Runs (copy and zero pieces together) up to which _fuse_pitch checks its fusion exactly: a few
+# tens of MB of index arrays, a fraction of a second, once per problem.
+PITCH_RUNS = 1 << 21
+
+
+def _fuse_pitch(pieces):
+    """All the padding written by the copy pieces, or None: each copy piece's runs pad on to
+    the pitch of its next node (the gap to the next run in dst), when these gaps are exactly
+    the zero pieces' elements. Unlike _fuse_padding this needs no zero piece to match a copy
+    piece: rand00's padding, one zero piece for two copy pieces, fuses."""
+    copies = [p for p in pieces if not p.zero]
+    zeros = [p for p in pieces if p.zero]
+    if not zeros or not copies or any(not p.nodes or p.nodes[-1].dst != 1 for p in pieces):
+        return None
+    if any(len(c.nodes) < 2 or c.nodes[-2].dst <= c.nodes[-1].n for c in copies):
+        return None
+    if sum(math.prod(n.n for n in p.nodes[:-1]) for p in pieces) > PITCH_RUNS:
+        return None
+    gaps = [c.nodes[-2].dst - c.nodes[-1].n for c in copies]
+    pad = _intervals([(c.dst_off + c.nodes[-1].n, c.nodes[:-1], g) for c, g in zip(copies, gaps)])
+    zero = _intervals([(z.dst_off, z.nodes[:-1], z.nodes[-1].n) for z in zeros])
+    if pad is None or zero is None or not all(np.array_equal(a, b) for a, b in zip(pad, zero)):
+        return None
+    return [Piece(c.src_off, c.dst_off, c.nodes, False, g, c.scl_off)
+            for c, g in zip(copies, gaps)]
+
+
+def _intervals(runs):
+    """[start, end) destination intervals of (first start, outer nodes, length) runs, sorted,
+    touching ones joined (as start and end arrays); None if two overlap."""
+    starts, ends = [], []
+    for first, nodes, length in runs:
+        at = np.full(1, first, np.int64)
+        for n in nodes:
+            at = (at[:, None] + np.arange(n.n, dtype=np.int64)[None, :] * n.dst).ravel()
+        starts.append(at)
+        ends.append(at + length)
+    starts, ends = np.concatenate(starts), np.concatenate(ends)
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    if (starts[1:] < ends[:-1]).any():
+        return None
+    keep = np.concatenate([[True], starts[1:] != ends[:-1]])  # a start that no end touches
+    return starts[keep], np.concatenate([ends[:-1][keep[1:]], ends[-1:]])
 
 
 def _fuse_padding(pieces):
