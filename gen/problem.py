@@ -237,8 +237,9 @@ def normalise(dims, src: Layout, dst: Layout, esize: int, scl: "Layout | None" =
     return Problem(esize, tuple(pieces))
 
 
-# Runs (copy and zero pieces together) up to which _fuse_pitch checks its fusion exactly: a few
-# tens of MB of index arrays, a fraction of a second, once per problem.
+# Runs (copy and zero pieces together) up to which _fuse_pitch checks its fusion exactly: at
+# the limit about 90 MB of index arrays and a quarter of a second, once per problem (and only
+# when _fuse_padding leaves zero pieces).
 PITCH_RUNS = 1 << 21
 
 

@@ -2,6 +2,7 @@
 import pytest
 
 import gen
+from gen import problem
 from gen.problem import Layout, Node, normalise, simplify
 
 
@@ -54,20 +55,53 @@ def test_simplify_drops_merges_and_orders():
     assert simplify([Node(3, 1, 1), Node(2, 3, 3)]) == nodes((6, 1, 1))
 
 
+def dst_hits(pieces, nbytes):
+    """How many times the pieces write each destination element (their pads included)."""
+    hits = [0] * (nbytes // 4)
+    for p in pieces:
+        starts = [p.dst_off]  # of the runs of the innermost node
+        for n in p.nodes[:-1]:
+            starts = [o + i * n.dst for o in starts for i in range(n.n)]
+        inner = p.nodes[-1]
+        for o in starts:
+            for i in range(inner.n):
+                hits[o + i * inner.dst] += 1
+            for k in range(p.pad):  # the pad follows the run (dst stride 1)
+                hits[o + inner.n + k] += 1
+    return hits
+
+
 def test_every_dst_element_written_once():
     """Copy and zero pieces of a padded double-blocked pair tile dst's padded space."""
     dims = (17, 35, 3, 3)
     dst = gen.MemoryDesc(dims, "f32", "OIhw4i16o4i")
     pieces = normalise(dims, Layout.of_desc(gen.MemoryDesc(dims, "f32", "oihw")),
                        Layout.of_desc(dst), 4).pieces
-    hits = [0] * (dst.nbytes // 4)
-    for p in pieces:
-        offsets = [p.dst_off]
-        for n in p.nodes:
-            offsets = [o + i * n.dst for o in offsets for i in range(n.n)]
-        for o in offsets:
-            hits[o] += 1
-    assert hits == [1] * len(hits)
+    assert dst_hits(pieces, dst.nbytes) == [1] * (dst.nbytes // 4)
+
+
+def test_padding_up_to_the_next_run():
+    """a = 1 of a 16a block and b = 20 of two 16b blocks: one zero piece of 15 rows follows
+    the runs of both copy pieces (16 b, then the tail's 4 b and 12 zeros of b): each copy
+    pads on to the next run, and nothing else writes."""
+    dims = (1, 20, 2, 1, 3)
+    dst = gen.MemoryDesc(dims, "f32", "ABcde16a16b")
+    pieces = normalise(dims, Layout.of_desc(gen.MemoryDesc(dims, "f32", "cedba")),
+                       Layout.of_desc(dst), 4).pieces
+    assert [(p.nodes[-1].n, p.pad, p.zero) for p in pieces] == [(16, 240, False),
+                                                               (4, 252, False)]
+    assert dst_hits(pieces, dst.nbytes) == [1] * (dst.nbytes // 4)
+
+
+def test_padding_past_the_run_limit_stays_zero_pieces(monkeypatch):
+    """Over PITCH_RUNS runs the exact check is not made: the zero piece stays, still right."""
+    monkeypatch.setattr(problem, "PITCH_RUNS", 8)
+    dims = (1, 20, 2, 1, 3)
+    dst = gen.MemoryDesc(dims, "f32", "ABcde16a16b")
+    pieces = normalise(dims, Layout.of_desc(gen.MemoryDesc(dims, "f32", "cedba")),
+                       Layout.of_desc(dst), 4).pieces
+    assert [p.zero for p in pieces].count(True) == 1
+    assert dst_hits(pieces, dst.nbytes) == [1] * (dst.nbytes // 4)
 
 
 def test_blocks_that_do_not_nest_are_refused():

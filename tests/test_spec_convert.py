@@ -660,17 +660,20 @@ def test_threads_bitwise(sdt, ddt, st, dt, attrs):
     assert outs[0] == outs[1] == outs[2]
 
 
-@pytest.mark.parametrize("sdt,ddt,attrs", [("f32", "bf16", {}), ("s8", "f32", {"scales": 0.25}),
-                                           ("f32", "u8", {"scales": 3.0, "dst_zero_point": 7})])
+@pytest.mark.parametrize("sdt,ddt,dspec,attrs", [
+    ("f32", "bf16", "ABcde16a16b", {}), ("s8", "f32", "ABcde16a16b", {"scales": 0.25}),
+    ("f32", "u8", "ABcde16a16b", {"scales": 3.0, "dst_zero_point": 7}),
+    ("f32", "u8", "ABcde17a16b", {"scales": 3.0})])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_large_padded_destination(sdt, ddt, attrs, threads):
+def test_large_padded_destination(sdt, ddt, dspec, attrs, threads):
     """Short converted runs (16 and, in the tail block of b, 6 elements), each followed by
     hundreds of bytes of padding in a destination past the caches: runs and padding go out
-    as one line of streaming stores, whose first block holds the end of a run."""
+    as one line of streaming stores, whose first block holds the end of a run (with 17a the
+    runs start at every alignment)."""
     shape = (1, 38, 16, 9, 40)
     a = tensor(sdt, shape, "large_padded")
-    assert gen.MemoryDesc(shape, ddt, "ABcde16a16b").nbytes >= 4 << 20
-    run_convert(a, "cedba", ddt, "ABcde16a16b", attrs, threads=threads)
+    assert gen.MemoryDesc(shape, ddt, dspec).nbytes >= 4 << 20
+    run_convert(a, "cedba", ddt, dspec, attrs, threads=threads)
 
 
 # ============================================================================== equal dtypes

@@ -233,14 +233,13 @@ def test_dst_padding_is_zeroed_over_garbage():
     assert bytes(dst.data) == ref.pack(w, "OIhw4i16o4i").tobytes()
 
 
-
 @pytest.mark.parametrize("tag", ["ABcd32a16b", "ABcd17a16b"])
 @pytest.mark.parametrize("dt", [np.uint8, BF16, np.float32])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_large_padding_zeroed_over_garbage(tag, dt, threads):
     """A destination past the caches whose padding (axis a: 1 of 32 or 17) comes in runs of
-    hundreds of bytes, filled by streaming stores; with 17a the runs start and end at every
-    alignment."""
+    hundreds of bytes after each run of b, and after the tail block of b (30 of 32) too: the
+    copy writes it all, at every alignment with 17a."""
     dims = (1, 30, 120, 120)
     a = ref.random_bits(dims, dt, np.random.default_rng(seed_of(dims, str(dt))))
     dst = gen.Memory(gen.MemoryDesc(dims, a.dtype, tag))
@@ -248,6 +247,7 @@ def test_large_padding_zeroed_over_garbage(tag, dt, threads):
     dst.data[:] = 0xCD
     gen.reorder(a, dst, threads=threads)
     assert bytes(dst.data) == ref.pack(a, tag).tobytes()
+
 
 @pytest.mark.parametrize("dims,t1,t2", [
     ((1, 19, 1, 1), "nchw", "nChw16c"),

@@ -495,6 +495,21 @@ def test_strided_plain_desc(dims, strides, alg):
     check_backward(x, mem_logical(d), sp_out, alg, "f32", "strided backward %r" % (strides,))
 
 
+@pytest.mark.parametrize("tag", ["ABcd32a16b", "ABcd17a16b"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_large_blocked_destination_padding_over_garbage(tag, threads):
+    """A destination past the caches whose padding (n = 1 of a block of 32 or 17) comes in
+    runs of hundreds of bytes, at every alignment with 17: written by streaming stores, zeros
+    over garbage; the values are the reference's."""
+    x = rng_for("large blocked", tag).integers(0, 256, (1, 30, 60, 60), dtype=np.uint8)
+    src = gen.Memory.from_array(x, tag)
+    dst = gen.Memory(gen.MemoryDesc((1, 30, 120, 120), "u8", tag))
+    assert dst.desc.nbytes >= 4 << 20
+    dst.data[:] = 0xCD
+    gen.Resample(src.desc, dst.desc, alg="nearest")(src, dst, threads=threads)
+    assert bytes(dst.data) == ref.pack(rr.nearest_gather(x, (120, 120)), tag).tobytes()
+
+
 # ============================================================ format= argument
 
 
