@@ -14,7 +14,7 @@ import numpy as np
 from . import codegen, jit, registry, wisdom
 from .dtypes import TABLE
 from .errors import Error
-from .problem import Layout, Node, Problem, normalise
+from .problem import Layout, Node, Problem, nest_offsets, normalise
 
 # A conversion's dtypes, and whether it adds beta * dst (then dst is read).
 Conversion = namedtuple("Conversion", "src dst sum")
@@ -51,9 +51,9 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None):
         tables = {"a_tab": None, "b_tab": None}
         if spec.kind == "tile":
             # rows past a_n (destination padding, a single node) are zeros, never read
-            rows = _offsets(a, "src", src_esize)
+            rows = nest_offsets(a, "src") * src_esize
             tables = {"a_tab": np.concatenate([rows, np.zeros(piece.pad, np.int64)]),
-                      "b_tab": _offsets(b, "dst", esize)}
+                      "b_tab": nest_offsets(b, "dst") * esize}
             a, b = _linear(a), _linear(b)
             piece_stream = stream and not (tables["b_tab"] % 64).any()
         else:
@@ -67,15 +67,6 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None):
             "b_n": b.n, "b_src": b.src * src_esize, "b_dst": b.dst * esize, "b_scl": b.scl,
             "pad": piece.pad * esize, "stream": int(piece_stream), **tables}))
     return out
-
-
-def _offsets(nest, side: str, esize: int) -> np.ndarray:
-    """Byte offsets on `side` of every position of a nest (innermost node first)."""
-    off = np.zeros(1, np.int64)
-    for node in nest:
-        off = (np.arange(node.n, dtype=np.int64)[:, None] * (getattr(node, side) * esize)
-               + off[None, :]).ravel()
-    return off
 
 
 def _linear(nest) -> Node:

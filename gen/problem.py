@@ -268,13 +268,8 @@ def _fuse_pitch(pieces):
 def _intervals(runs):
     """[start, end) destination intervals of (first start, outer nodes, length) runs, sorted,
     touching ones joined (as start and end arrays); None if two overlap."""
-    starts, ends = [], []
-    for first, nodes, length in runs:
-        at = np.full(1, first, np.int64)
-        for n in nodes:
-            at = (at[:, None] + np.arange(n.n, dtype=np.int64)[None, :] * n.dst).ravel()
-        starts.append(at)
-        ends.append(at + length)
+    starts = [first + nest_offsets(nodes, "dst") for first, nodes, _ in runs]
+    ends = [at + length for at, (_, _, length) in zip(starts, runs)]
     starts, ends = np.concatenate(starts), np.concatenate(ends)
     order = np.argsort(starts, kind="stable")
     starts, ends = starts[order], ends[order]
@@ -282,6 +277,16 @@ def _intervals(runs):
         return None
     keep = np.concatenate([[True], starts[1:] != ends[:-1]])  # a start that no end touches
     return starts[keep], np.concatenate([ends[:-1][keep[1:]], ends[-1:]])
+
+
+def nest_offsets(nest, side: str) -> np.ndarray:
+    """Element offsets on `side` ("src" or "dst") of every position of a nest, the first node
+    varying fastest (give it innermost first for the order the kernels walk it)."""
+    off = np.zeros(1, np.int64)
+    for node in nest:
+        off = (np.arange(node.n, dtype=np.int64)[:, None] * getattr(node, side)
+               + off[None, :]).ravel()
+    return off
 
 
 def _fuse_padding(pieces):
