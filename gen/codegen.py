@@ -14,7 +14,7 @@ from .transpose import interleave, network
 MAX_NODES = 24  # outer nodes a piece may have (problem.py never needs more than 2 per axis)
 # Work-item sizes: large enough to amortise the item loop, small enough to balance threads.
 CHUNKS = {"run_chunk": 1 << 16, "strided_chunk": 1 << 12, "strided_block": 256,
-          "tile_chunk": 1 << 9, "tile_lines": 2,
+          "tile_chunk": 1 << 9, "tile_lines": 4,  # at most (plan.py picks per problem)
           "cvt_tile_buffer": 1 << 14,  # bytes: a converting tile's buffer stays in L1
           "interleave_chunk": 1 << 10,
           "pack_run": 64, "pack_line": 1 << 10}  # converting runs shorter than pack_run
@@ -101,7 +101,7 @@ def cdef(specs) -> str:
         "  int64_t n[GEN_MAX_NODES], src_str[GEN_MAX_NODES], dst_str[GEN_MAX_NODES];",
         "  int64_t scl_str[GEN_MAX_NODES];",
         "  int64_t a_n, a_src, a_dst, a_scl; int64_t b_n, b_src, b_dst, b_scl;",
-        "  int64_t pad; int64_t stream; const int64_t *a_tab, *b_tab; } gen_piece;",
+        "  int64_t pad; int64_t stream; int64_t lines; const int64_t *a_tab, *b_tab; } gen_piece;",
         "typedef struct { const float *scales; float src_zp, dst_zp, beta; int32_t sum; } gen_attr;",
         "typedef void (*gen_kernel_fn)(const char *, char *, const gen_piece *, const gen_attr *,",
         "                              int, int);",

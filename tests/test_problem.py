@@ -1,8 +1,9 @@
 """The layout normaliser, table-driven: descriptors in, expected nests out."""
+import numpy as np
 import pytest
 
 import gen
-from gen import problem
+from gen import plan, problem
 from gen.problem import Layout, Node, normalise, simplify
 
 
@@ -126,3 +127,32 @@ def test_tile_takes_nests_of_nodes():
     spec, a, b, outer = registry.choose(block4, False, 4)
     assert spec.kind == "tile"
     assert a == nodes((4, 2880, 1), (160, 18, 4)) and b == nodes((18, 1, 456320))
+
+
+def tile_lines(dims, src, dst, src_strides=None):
+    s = gen.MemoryDesc(dims, "f32", src, strides=src_strides)
+    d = gen.MemoryDesc(dims, "f32", dst)
+    problem_ = normalise(dims, Layout.of_desc(s), Layout.of_desc(d), 4)
+    return [f["lines"] for spec, f in plan.bind(problem_, d.nbytes) if spec.kind == "tile"]
+
+
+def test_tile_lines_follow_the_source_block(monkeypatch):
+    """A tile's work item takes 4 destination lines per row when its source rows follow each
+    other and B is short, else 2; both give the bytes of a NumPy transpose."""
+    assert tile_lines((2, 32, 7, 9), "nChw16c", "nchw") == [4]
+    assert tile_lines((2, 40, 7, 9), "nhwc", "nchw") == [4]
+    assert tile_lines((2, 256, 7, 9), "nhwc", "nchw") == [2]  # B too long
+    assert tile_lines((2, 40, 30, 30), "nchw", "nhwc") == [2]
+    # rows 16 elements apart in the source (a padded pitch), 9 long
+    assert tile_lines((2, 40, 7, 9), None, "nhwc", (40 * 7 * 16, 7 * 16, 16, 1)) == [2]
+    x = np.random.default_rng(5).standard_normal((3, 40, 7, 9)).astype(np.float32)
+    src = gen.MemoryDesc(x.shape, "f32", "nhwc")
+    nhwc = gen.Memory.from_array(x, "nhwc")
+    expected = x.tobytes()
+    for lines in (None, 2):
+        if lines:
+            monkeypatch.setattr(plan, "_tile_lines", lambda *args: lines)
+        for threads in (1, 2):  # a new primitive: planned again
+            out = gen.Memory(gen.MemoryDesc(x.shape, "f32", "nchw"))
+            gen.Reorder(src, out.desc)(nhwc, out, threads=threads)
+            assert bytes(out.data) == expected
