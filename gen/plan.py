@@ -22,6 +22,9 @@ Conversion = namedtuple("Conversion", "src dst sum")
 BYTES_PER_THREAD = 1 << 17
 # Destinations at least this large are written with streaming stores where lines are whole.
 STREAM_BYTES = 1 << 21
+# A tile work item with the most destination lines reads a source block of at most this many
+# bytes (about an L1 data cache) when its rows follow each other: see _tile_lines.
+TILE_BLOCK = 48 << 10
 
 
 def choices(problem, convert=None):
@@ -54,7 +57,7 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None):
             rows = nest_offsets(a, "src") * src_esize
             tables = {"a_tab": np.concatenate([rows, np.zeros(piece.pad, np.int64)]),
                       "b_tab": nest_offsets(b, "dst") * esize}
-            lines = _tile_lines(rows, b, src_esize, convert)
+            lines = _tile_lines(spec, rows, b, src_esize, convert)
             a, b = _linear(a), _linear(b)
             piece_stream = stream and not (tables["b_tab"] % 64).any()
         else:
@@ -70,14 +73,16 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None):
     return out
 
 
-def _tile_lines(rows, b, src_esize, convert) -> int:
+def _tile_lines(spec, rows, b, src_esize, convert) -> int:
     """Destination lines per row of a tile's work item: the most the kernel takes (4) when
-    the item's source is one block (its rows follow each other) and B is short, so that
-    each of its few destination rows gets longer runs (nChw16c->nchw: 0.91 -> 0.95 of a
-    copy); else 2 (4 would read 64 source rows at once: 30 % slower on nchw->nhwc)."""
-    bn = math.prod(n.n for n in b)
+    the item's source is one block (its rows follow each other) of at most TILE_BLOCK bytes,
+    so that each destination row gets longer runs per visit (nChw16c->nchw 0.91 -> 0.95 of a
+    copy, nhwc->nchw with C = 64 0.84 -> 0.88); else 2 (a larger block measured slower,
+    C = 512 by 10 %; 4 rows apart in the source, 64 streams: nchw->nhwc 30 % slower)."""
+    bn, most = math.prod(n.n for n in b), codegen.CHUNKS["tile_lines"]
     contiguous = bool(np.all(np.diff(rows) == bn * src_esize))
-    return codegen.CHUNKS["tile_lines"] if contiguous and convert is None and bn <= 64 else 2
+    small = most * spec.tile_a * bn * src_esize <= TILE_BLOCK
+    return most if contiguous and small and convert is None else 2
 
 
 def _linear(nest) -> Node:

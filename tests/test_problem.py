@@ -138,10 +138,13 @@ def tile_lines(dims, src, dst, src_strides=None):
 
 def test_tile_lines_follow_the_source_block(monkeypatch):
     """A tile's work item takes 4 destination lines per row when its source rows follow each
-    other and B is short, else 2; both give the bytes of a NumPy transpose."""
+    other in a block of at most TILE_BLOCK bytes (4 lines x 16 rows x B floats), else 2;
+    both give the bytes of a NumPy transpose."""
     assert tile_lines((2, 32, 7, 9), "nChw16c", "nchw") == [4]
     assert tile_lines((2, 40, 7, 9), "nhwc", "nchw") == [4]
-    assert tile_lines((2, 256, 7, 9), "nhwc", "nchw") == [2]  # B too long
+    assert plan.TILE_BLOCK == 4 * 16 * 192 * 4
+    assert tile_lines((2, 192, 7, 9), "nhwc", "nchw") == [4]
+    assert tile_lines((2, 200, 7, 9), "nhwc", "nchw") == [2]  # the block is too large
     assert tile_lines((2, 40, 30, 30), "nchw", "nhwc") == [2]
     # rows 16 elements apart in the source (a padded pitch), 9 long
     assert tile_lines((2, 40, 7, 9), None, "nhwc", (40 * 7 * 16, 7 * 16, 16, 1)) == [2]
