@@ -77,12 +77,12 @@ def _tile_lines(spec, rows, b, src_esize, convert) -> int:
     """Destination lines per row of a tile's work item: the most the kernel takes (4) when
     the item's source is one block (its rows follow each other) of at most TILE_BLOCK bytes,
     so that each destination row gets longer runs per visit (nChw16c->nchw 0.91 -> 0.95 of a
-    copy, nhwc->nchw with C = 64 0.84 -> 0.88); else 2 (a larger block measured slower,
-    C = 512 by 10 %; 4 rows apart in the source, 64 streams: nchw->nhwc 30 % slower)."""
+    copy, nhwc->nchw with C = 64 0.84 -> 0.88); else 2 (larger blocks measured slower:
+    nhwc->nchw with C = 512 by 10 %, nchw->nhwc with 56x56 pixels by 30 %)."""
     bn, most = math.prod(n.n for n in b), codegen.CHUNKS["tile_lines"]
     contiguous = bool(np.all(np.diff(rows) == bn * src_esize))
     small = most * spec.tile_a * bn * src_esize <= TILE_BLOCK
-    return most if contiguous and small and convert is None else 2
+    return most if contiguous and small and convert is None else min(2, most)
 
 
 def _linear(nest) -> Node:

@@ -146,16 +146,18 @@ def test_tile_lines_follow_the_source_block(monkeypatch):
     assert tile_lines((2, 192, 7, 9), "nhwc", "nchw") == [4]
     assert tile_lines((2, 200, 7, 9), "nhwc", "nchw") == [2]  # the block is too large
     assert tile_lines((2, 40, 30, 30), "nchw", "nhwc") == [2]
-    # rows 16 elements apart in the source (a padded pitch), 9 long
+    # a padded pitch: the source rows (channels) 7 x 16 elements apart, 7 x 9 of them used
     assert tile_lines((2, 40, 7, 9), None, "nhwc", (40 * 7 * 16, 7 * 16, 16, 1)) == [2]
-    x = np.random.default_rng(5).standard_normal((3, 40, 7, 9)).astype(np.float32)
+    # 99 rows of A: two work items of 4 lines, four of 2
+    x = np.random.default_rng(5).standard_normal((3, 40, 9, 11)).astype(np.float32)
     src = gen.MemoryDesc(x.shape, "f32", "nhwc")
-    nhwc = gen.Memory.from_array(x, "nhwc")
-    expected = x.tobytes()
-    for lines in (None, 2):
-        if lines:
-            monkeypatch.setattr(plan, "_tile_lines", lambda *args: lines)
-        for threads in (1, 2):  # a new primitive: planned again
+    nhwc = gen.Memory(src, np.ascontiguousarray(x.transpose(0, 2, 3, 1)))
+    monkeypatch.setattr(plan, "cached", plan.cached.__wrapped__)  # each primitive plans anew
+    for lines in (4, 2):
+        monkeypatch.setattr(plan, "_tile_lines", lambda *args: lines)
+        for threads in (1, 2):
             out = gen.Memory(gen.MemoryDesc(x.shape, "f32", "nchw"))
-            gen.Reorder(src, out.desc)(nhwc, out, threads=threads)
-            assert bytes(out.data) == expected
+            prim = gen.Reorder(src, out.desc)
+            assert [f["lines"] for _, f in prim._plan.bound] == [lines]
+            prim(nhwc, out, threads=threads)
+            assert bytes(out.data) == x.tobytes()
