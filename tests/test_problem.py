@@ -1,4 +1,5 @@
-"""The layout normaliser, table-driven: descriptors in, expected nests out."""
+"""The layout normaliser, table-driven: descriptors in, expected nests out; and the
+planner's per-piece choices (kernel kind, tile lines)."""
 import numpy as np
 import pytest
 
@@ -146,7 +147,7 @@ def test_tile_lines_follow_the_source_block(monkeypatch):
     assert tile_lines((2, 192, 7, 9), "nhwc", "nchw") == [4]
     assert tile_lines((2, 200, 7, 9), "nhwc", "nchw") == [2]  # the block is too large
     assert tile_lines((2, 40, 30, 30), "nchw", "nhwc") == [2]
-    # a padded pitch: the source rows (channels) 7 x 16 elements apart, 7 x 9 of them used
+    # a padded pitch (w rows of 9 in 16): the tile's source rows, channels, are 7 x 16 apart
     assert tile_lines((2, 40, 7, 9), None, "nhwc", (40 * 7 * 16, 7 * 16, 16, 1)) == [2]
     # 99 rows of A: two work items of 4 lines, four of 2
     x = np.random.default_rng(5).standard_normal((3, 40, 9, 11)).astype(np.float32)
