@@ -57,8 +57,8 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None):
             rows = nest_offsets(a, "src") * src_esize
             tables = {"a_tab": np.concatenate([rows, np.zeros(piece.pad, np.int64)]),
                       "b_tab": nest_offsets(b, "dst") * esize}
-            lines = _tile_lines(spec, rows, b, src_esize, convert)
             a, b = _linear(a), _linear(b)
+            lines = _tile_lines(spec, rows, b.n, src_esize, convert)
             piece_stream = stream and not (tables["b_tab"] % 64).any()
         else:
             piece_stream, lines = stream, 0
@@ -73,13 +73,13 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None):
     return out
 
 
-def _tile_lines(spec, rows, b, src_esize, convert) -> int:
+def _tile_lines(spec, rows, bn, src_esize, convert) -> int:
     """Destination lines per row of a tile's work item: the most the kernel takes (4) when
     the item's source is one block (its rows follow each other) of at most TILE_BLOCK bytes,
     so that each destination row gets longer runs per visit (nChw16c->nchw 0.91 -> 0.95 of a
     copy, nhwc->nchw with C = 64 0.84 -> 0.88); else 2 (larger blocks measured slower:
     nhwc->nchw with C = 512 by 10 %, nchw->nhwc with 56x56 pixels by 30 %)."""
-    bn, most = math.prod(n.n for n in b), codegen.CHUNKS["tile_lines"]
+    most = codegen.CHUNKS["tile_lines"]
     contiguous = bool(np.all(np.diff(rows) == bn * src_esize))
     small = most * spec.tile_a * bn * src_esize <= TILE_BLOCK
     return most if contiguous and small and convert is None else min(2, most)
