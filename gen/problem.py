@@ -294,13 +294,15 @@ def _fuse_padding(pieces):
     block) becomes that piece's `pad`: one pass writes each destination line."""
     out = list(pieces)
     for z in pieces:
-        if not z.zero or not z.nodes or z.nodes[-1].dst != 1:
+        if not z.zero or not z.nodes:
             continue
+        # its runs: the innermost node, or single elements (a size-1 node was dropped)
+        outer, run = (z.nodes[:-1], z.nodes[-1].n) if z.nodes[-1].dst == 1 else (z.nodes, 1)
         for i, c in enumerate(out):
             if (not c.zero and not c.pad and c.nodes and c.nodes[-1].dst == 1
                     and z.dst_off == c.dst_off + c.nodes[-1].n
-                    and _dst_walk(z.nodes[:-1]) == _dst_walk(c.nodes[:-1])):
-                out[i] = Piece(c.src_off, c.dst_off, c.nodes, False, z.nodes[-1].n, c.scl_off)
+                    and _dst_walk(outer) == _dst_walk(c.nodes[:-1])):
+                out[i] = Piece(c.src_off, c.dst_off, c.nodes, False, run, c.scl_off)
                 out.remove(z)
                 break
     return out

@@ -32,6 +32,9 @@ CASES = [
     # the same with n = 2: the copy keeps n and hw apart (source strides), the zeros merge them
     ((2, 3, 2, 2), "nchw", "nChw16c",
      [(0, 0, nodes((2, 12, 64), (4, 1, 16), (3, 4, 1)), False, 13)]),
+    # a single padded element (3 of 4): its zero piece lost its size-1 node, and still fuses
+    ((2, 3, 2, 2), "nchw", "aBcd4b",
+     [(0, 0, nodes((2, 12, 16), (4, 1, 4), (3, 4, 1)), False, 1)]),
     # blocks that nest: 8c into 16c, 20 channels = one full 16-block and a tail of 4
     ((1, 20, 1, 1), "nChw8c", "nChw16c",
      [(0, 0, nodes((16, 1, 1),), False, 0), (16, 16, nodes((4, 1, 1),), False, 12)]),
