@@ -59,8 +59,8 @@ def render_kernel(spec, linkage: str = "") -> str:
     if spec.kind == "interleave":
         vector = TIERS[spec.isa].vectors.get(spec.lanes * spec.esize)
         ctx["vector"] = vector
-        ctx["statements"] = interleave(vector, spec.esize, spec.groups, "s + {row} * gs",
-                                       "d") if vector else []
+        ctx["statements"], ctx["stores"] = interleave(
+            vector, spec.esize, spec.groups, "s + {row} * gs") if vector else ([], [])
     template = "resample.c.j2" if spec.op == "resample" else f"{spec.kind}.c.j2"
     return _env().get_template(template).render(ctx)
 

@@ -106,7 +106,8 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
 
     `run` and `strided` work on the innermost node A and the next one B (a size-1 B when the
     nest has one node); `tile` takes as A and B nests of nodes (tuples, innermost first): B
-    from a node whose source stride is 1, A from the innermost node. Every
+    from a node whose source stride is 1, A from the innermost node; `interleave` takes A
+    with its padding as the rows and B the node of source stride 1 that steps over them. Every
     kind writes `pad` zeros after each run of A. `convert` is a (src, dst) dtype pair for the
     conversion kernels (esize is then dst's); `tile=False` rules the tile out (a conversion
     with sum reads dst element by element). `tier`: another than the dispatched one (export)."""
@@ -119,6 +120,16 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
         return space.KernelSpec("reorder", kind, size, zero, tier, src, dst)
 
     out = []
+    # interleave first: measured 1.5-2x faster than the tile where both apply (nchw->nhwc with
+    # 8 channels; nchw->nChw8c with 3, whose 5 padding rows the tile would transpose as well)
+    groups = inner.n + pad
+    if not (zero or convert) and inner.dst == 1 and groups in space.GROUPS:
+        rows = [n for n in nodes[:-1] if n.src == 1 and n.dst == groups]
+        if rows:
+            b = rows[-1]
+            out.append((space.KernelSpec("reorder", "interleave", esize, False, tier,
+                                         groups=groups),
+                        inner, b, [n for n in nodes[:-1] if n is not b]))
     if tile and not zero and inner.dst == 1:
         width = space.TILE_WIDTH[esize]
         # B: src-contiguous nodes from one of stride 1, long enough for long converted lines
@@ -132,13 +143,6 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
                       if _size(a) + pad >= width and _size(b) >= width), (None, None))
         if a:
             out.append((spec("tile"), a, b, [n for n in nodes[:-1] if n not in a + b]))
-    if not (zero or convert or pad) and inner.dst == 1 and inner.n in space.GROUPS:
-        rows = [n for n in nodes[:-1] if n.src == 1 and n.dst == inner.n]
-        if rows:
-            b = rows[-1]
-            out.append((space.KernelSpec("reorder", "interleave", esize, False, tier,
-                                         groups=inner.n),
-                        inner, b, [n for n in nodes[:-1] if n is not b]))
     b, outer = (nodes[-2], nodes[:-2]) if len(nodes) > 1 else (Node(1, 0, 0), [])
     if inner.dst == 1 and (zero or inner.src == 1):
         if convert:

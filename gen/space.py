@@ -5,7 +5,8 @@ Kinds (the innermost work once a problem is normalised, see registry.choose):
 - tile:    a 2-D tile whose unit strides differ (register transpose, line-whole stores);
 - strided: the innermost node with any strides, element by element (or zero-filled);
 - interleave: a few rows (2, 4 or 8) of a src-contiguous node interleaved into one contiguous
-  dst run (channels-last with few channels, ShuffleChannels in channels-last).
+  dst run (channels-last with few channels, ShuffleChannels in channels-last); rows past the
+  source's are the destination's padding, zeros (nchw -> nChw8c with 3 channels).
 Each kind also comes per conversion (src dtype -> dst dtype of the table, scales, zero points,
 sum): the same template with the conversion of convert.h.j2 fused in.
 """

@@ -80,17 +80,19 @@ def network(vector, esize, row_addr, prefix="", first_row=0):
     return stmts, columns
 
 
-def interleave(vector, esize, groups, row_addr, dst_addr):
-    """C statements that interleave `groups` rows of W elements (row g at
-    `row_addr.format(row=g)`) into groups * W contiguous elements at `dst_addr` (element b of
-    row g goes to b * groups + g). log2(groups) stages interleave register i with
-    i + groups/2; where the ops work within lanes, the stores put the lanes back in order
-    (joining two lanes with `vector.lanes`). Checked by simulation like `network`."""
+def interleave(vector, esize, groups, row_addr):
+    """(statements, stores): C statements that interleave `groups` rows of W elements (row g
+    at `row_addr.format(row=g)`, or zeros when g is at or past the C variable `valid`: the
+    destination's padding) into groups * W contiguous elements (element b of row g goes to
+    b * groups + g), and the (byte offset, register) pairs that store them. log2(groups)
+    stages interleave register i with i + groups/2; where the ops work within lanes, the
+    stores put the lanes back in order (joining two lanes with `vector.lanes`). Checked by
+    simulation like `network`."""
     w = vector.nbytes // esize
     names = [f"r{g}" for g in range(groups)]
     rows = [[(g, b) for b in range(w) for _ in range(esize)] for g in range(groups)]
-    stmts = [f"const {vector.ctype} r{g} = {vector.load}((const {vector.ctype} *)"
-             f"({row_addr.format(row=g)}));" for g in range(groups)]
+    stmts = [f"const {vector.ctype} r{g} = {_load(vector, row_addr.format(row=g), g)};"
+             for g in range(groups)]
     op, half, stage = vector.interleave[esize], groups // 2, 0
     while 1 << stage < groups:
         new_rows, new_names = [], []
@@ -112,6 +114,7 @@ def interleave(vector, esize, groups, row_addr, dst_addr):
             assert [b * groups + g for g, b in cells] == list(range(start, start + len(cells)))
             place[start * esize] = (name, k // lane)
     per = vector.nbytes // lane  # lanes per register
+    stores = []
     for out in range(0, groups * w * esize, vector.nbytes):
         parts = [place[out + i * lane] for i in range(per)]
         if parts == [(parts[0][0], i) for i in range(per)]:
@@ -121,5 +124,5 @@ def interleave(vector, esize, groups, row_addr, dst_addr):
             reg = f"o{out // vector.nbytes}"
             stmts.append(f"const {vector.ctype} {reg} = "
                          f"{vector.lanes.format(a=ra, b=rb, imm=la | (2 + lb) << 4)};")
-        stmts.append(f"{vector.store}(({vector.ctype} *)({dst_addr} + {out}), {reg});")
-    return stmts
+        stores.append((out, reg))
+    return stmts, stores

@@ -52,6 +52,8 @@ REORDER_PAIRS = [
     ((2, 2, 9, 7), "nchw", "nhwc"),
     ((2, 4, 5, 13), "nchw", "nhwc"),
     ((3, 8, 7, 11), "nchw", "nhwc"),
+    ((2, 3, 9, 11), "nchw", "nChw8c"),       # interleave with zero rows (the padding)
+    ((2, 3, 5, 13), "nchw", "aBcd4b"),
     ((2, 2, 9, 7), "nhwc", "nchw"),
     ((37, 53), "ab", "ba"),
     ((53, 37), "ba", "ab"),
@@ -69,6 +71,7 @@ LARGE_REORDERS = [
     ((5, 37, 67, 69), "nchw", "nhwc", np.float32),
     ((3, 67, 97, 131), "nchw", "nhwc", np.uint8),
     ((3, 37, 67, 69), "nchw", "nChw8c", np.float64),
+    ((5, 3, 171, 173), "nchw", "nChw8c", np.float32),  # interleave, 4 MiB and more
     ((3, 37, 67, 69), "nhwc", "nChw16c", np.float16),
     ((1001, 1037), "ab", "ba", np.float32),
 ]

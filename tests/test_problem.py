@@ -165,3 +165,32 @@ def test_tile_lines_follow_the_source_block(monkeypatch):
             assert [f["lines"] for _, f in prim._plan.bound] == [lines]
             prim(nhwc, out, threads=threads)
             assert bytes(out.data) == x.tobytes()
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "float16", "float32", "float64"])
+def test_few_channels_into_blocks_interleave_with_zero_rows(dtype, monkeypatch):
+    """nchw -> a channel block wider than the channels (3 of 8, 3 of 4) is the interleave
+    kind with the block's padding as zero rows, not a tile transposing the zeros; 11 channels
+    of 8 are a full block and a padded one, 2 of 2 a plain interleave. Same bytes as the
+    reference packing, with and without streaming stores, at 1 and 2 threads, with tails (99
+    pixels) and without a whole vector step (3 pixels)."""
+    from reference import pack
+    monkeypatch.setattr(plan, "cached", plan.cached.__wrapped__)  # each primitive plans anew
+    cases = [((2, 3, 9, 11), "aBcd8b", "interleave8"), ((2, 3, 1, 3), "aBcd8b", "interleave8"),
+             ((2, 3, 9, 11), "aBcd4b", "interleave4"), ((3, 2, 9, 11), "aBcd2b", "interleave2"),
+             ((2, 11, 9, 11), "aBcd8b", "interleave8")]
+    rng = np.random.default_rng(6)
+    for dims, tag, kind in cases:
+        x = rng.integers(0, 256, int(np.prod(dims)) * np.dtype(dtype).itemsize,
+                         dtype=np.uint8).view(dtype).reshape(dims)
+        src = gen.Memory(gen.MemoryDesc(dims, dtype, "nchw"), x)
+        for stream_bytes in (plan.INTERLEAVE_STREAM_BYTES, 0):
+            monkeypatch.setattr(plan, "INTERLEAVE_STREAM_BYTES", stream_bytes)
+            prim = gen.Reorder(src.desc, gen.MemoryDesc(dims, dtype, tag))
+            assert kind in prim.kernel and "tile" not in prim.kernel, (dims, tag, prim.kernel)
+            assert {f["stream"] for _, f in prim._plan.bound} == {int(stream_bytes == 0)}
+            for threads in (1, 2):
+                out = gen.Memory(prim.dst_desc)
+                out.data[:] = 0xA5  # the padding must be written
+                prim(src, out, threads=threads)
+                assert bytes(out.data) == pack(x, tag).tobytes(), (dims, tag, threads)
