@@ -22,6 +22,8 @@ Conversion = namedtuple("Conversion", "src dst sum")
 BYTES_PER_THREAD = 1 << 17
 # Destinations at least this large are written with streaming stores where lines are whole.
 STREAM_BYTES = 1 << 21
+# Destination runs a tile's work item writes, up to which plain stores beat streaming ones.
+TILE_RUNS = 16
 # The interleave kind streams only from this size: below it, its destination left in the
 # caches is worth more (f32 nchw->nChw8c, 8 channels: at 3.2 MB of destination 2x faster
 # without streaming, at 6.4 MB 10-20 % slower).
@@ -63,7 +65,9 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None):
                       "b_tab": nest_offsets(b, "dst") * esize}
             a, b = _linear(a), _linear(b)
             lines = _tile_lines(spec, rows, b.n, src_esize, convert)
-            piece_stream = stream and not (tables["b_tab"] % 64).any()
+            piece_stream = stream and not (tables["b_tab"] % 64).any() and (
+                choice is not None or convert is not None
+                or _tile_streams(spec, tables["b_tab"], a.n + piece.pad, lines))
         elif spec.kind == "interleave" and choice is None:
             piece_stream, lines = int(dst_nbytes >= INTERLEAVE_STREAM_BYTES), 0
         else:
@@ -77,6 +81,20 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None):
             "b_n": b.n, "b_src": b.src * src_esize, "b_dst": b.dst * esize, "b_scl": b.scl,
             "pad": piece.pad * esize, "stream": int(piece_stream), "lines": lines, **tables}))
     return out
+
+
+def _tile_streams(spec, b_tab, row, lines) -> bool:
+    """Whether a tile that moves bytes streams its stores (given a large destination; a
+    converting one always does: plain stores made rand03, s8 -> f32, 1.7x slower): only when a work item
+    writes more than TILE_RUNS separate destination runs (its B rows, unless it writes them
+    whole and together they fill one region, in any order). With fewer, plain stores
+    measured 2-5 % faster (nChw16c -> nchw and back: 16 runs, one region), 20 % at 2
+    threads for oihw -> OIhw16i16o (one region); with more (nchw <-> nhwc: 512 or 64 runs),
+    streaming is 7-20 % faster."""
+    whole = row <= lines * spec.tile_a
+    if whole and bool(np.all(np.diff(np.sort(b_tab)) == row * spec.esize)):
+        return False
+    return min(len(b_tab), codegen.CHUNKS["tile_chunk"]) > TILE_RUNS
 
 
 def _tile_lines(spec, rows, bn, src_esize, convert) -> int:

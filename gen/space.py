@@ -4,7 +4,7 @@ Kinds (the innermost work once a problem is normalised, see registry.choose):
 - run:     a run contiguous on both sides, moved as bytes (or zero-filled);
 - tile:    a 2-D tile whose unit strides differ (register transpose, line-whole stores);
 - strided: the innermost node with any strides, element by element (or zero-filled);
-- interleave: a few rows (2, 4 or 8) of a src-contiguous node interleaved into one contiguous
+- interleave: a few rows (2, 4, 8 or 16) of a src-contiguous node interleaved into one contiguous
   dst run (channels-last with few channels, ShuffleChannels in channels-last); rows past the
   source's are the destination's padding, zeros (nchw -> nChw8c with 3 channels).
 Each kind also comes per conversion (src dtype -> dst dtype of the table, scales, zero points,
@@ -19,7 +19,7 @@ from .isa import TIERS
 
 ESIZES = (1, 2, 4, 8)
 KINDS = ("run", "tile", "strided")  # the kinds that also convert
-GROUPS = (2, 4, 8)  # rows of the interleave kind
+GROUPS = (2, 4, 8, 16)  # rows of the interleave kind
 RESAMPLE_DTYPES = ("f32", "bf16", "f16", "s8", "u8")
 TILE_WIDTH = {1: 16, 2: 8, 4: 8, 8: 4}  # tile is W x W elements; a row is one register
 LINE = 64  # bytes: the tile kernel writes whole cache lines of the destination

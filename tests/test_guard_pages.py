@@ -54,6 +54,7 @@ REORDER_PAIRS = [
     ((3, 8, 7, 11), "nchw", "nhwc"),
     ((2, 3, 9, 11), "nchw", "nChw8c"),       # interleave with zero rows (the padding)
     ((2, 3, 5, 13), "nchw", "aBcd4b"),
+    ((2, 3, 5, 13), "nchw", "nChw16c"),
     ((2, 2, 9, 7), "nhwc", "nchw"),
     ((37, 53), "ab", "ba"),
     ((53, 37), "ba", "ab"),
@@ -421,7 +422,8 @@ if __name__ != "__main__":
         assert res["cases"] == len(started) and res["cases"] > 300
         assert not res["failures"], "\n".join("%s: %s" % tuple(f) for f in res["failures"][:10])
         k = _kernels(p.stderr)
-        kinds = {"run", "tile", "strided", "interleave2", "interleave4", "interleave8"}
+        kinds = {"run", "tile", "strided", "interleave2", "interleave4", "interleave8",
+                 "interleave16"}
         seen = {part for name in k for part in name.split("_")}
         missing = kinds - seen
         assert not missing, "kernel kinds never run: %s (saw %s)" % (missing, sorted(k))

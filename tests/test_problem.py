@@ -169,14 +169,16 @@ def test_tile_lines_follow_the_source_block(monkeypatch):
 
 @pytest.mark.parametrize("dtype", ["uint8", "float16", "float32", "float64"])
 def test_few_channels_into_blocks_interleave_with_zero_rows(dtype, monkeypatch):
-    """nchw -> a channel block wider than the channels (3 of 8, 3 of 4) is the interleave
-    kind with the block's padding as zero rows, not a tile transposing the zeros; 11 channels
-    of 8 are a full block and a padded one, 2 of 2 a plain interleave. Same bytes as the
+    """nchw -> a channel block wider than the channels (3 of 8, 3 of 4, 3 of 16) is the
+    interleave kind with the block's padding as zero rows, not a tile transposing the zeros;
+    11 channels of 8 are a full block and a padded one, 2 of 2 a plain interleave (19 of 16: a
+    full block by the tile, then 3 interleaved). Same bytes as the
     reference packing, with and without streaming stores, at 1 and 2 threads, with tails (99
     pixels) and without a whole vector step (3 pixels)."""
     from reference import pack
     monkeypatch.setattr(plan, "cached", plan.cached.__wrapped__)  # each primitive plans anew
     cases = [((2, 3, 9, 11), "aBcd8b", "interleave8"), ((2, 3, 1, 3), "aBcd8b", "interleave8"),
+             ((2, 3, 9, 11), "aBcd16b", "interleave16"), ((2, 19, 9, 11), "aBcd16b", "interleave16"),
              ((2, 3, 9, 11), "aBcd4b", "interleave4"), ((3, 2, 9, 11), "aBcd2b", "interleave2"),
              ((2, 11, 9, 11), "aBcd8b", "interleave8")]
     rng = np.random.default_rng(6)
@@ -187,10 +189,36 @@ def test_few_channels_into_blocks_interleave_with_zero_rows(dtype, monkeypatch):
         for stream_bytes in (plan.INTERLEAVE_STREAM_BYTES, 0):
             monkeypatch.setattr(plan, "INTERLEAVE_STREAM_BYTES", stream_bytes)
             prim = gen.Reorder(src.desc, gen.MemoryDesc(dims, dtype, tag))
-            assert kind in prim.kernel and "tile" not in prim.kernel, (dims, tag, prim.kernel)
-            assert {f["stream"] for _, f in prim._plan.bound} == {int(stream_bytes == 0)}
+            assert kind in prim.kernel, (dims, tag, prim.kernel)
+            assert ("tile" in prim.kernel) == (dims[1] == 19), prim.kernel
+            assert {f["stream"] for spec, f in prim._plan.bound
+                    if spec.kind == "interleave"} == {int(stream_bytes == 0)}
             for threads in (1, 2):
                 out = gen.Memory(prim.dst_desc)
                 out.data[:] = 0xA5  # the padding must be written
                 prim(src, out, threads=threads)
                 assert bytes(out.data) == pack(x, tag).tobytes(), (dims, tag, threads)
+
+
+def streams(dims, src, dst, dtypes=("f32", "f32")):
+    s = gen.MemoryDesc(dims, dtypes[0], src)
+    d = gen.MemoryDesc(dims, dtypes[1], dst)
+    convert = plan.Conversion(*dtypes, False) if dtypes[0] != dtypes[1] else None
+    problem_ = normalise(dims, Layout.of_desc(s), Layout.of_desc(d), d.itemsize)
+    return [(spec.kind, f["stream"]) for spec, f in plan.bind(problem_, d.nbytes, convert)]
+
+
+def test_tile_streams_only_past_sixteen_runs():
+    """On a destination of STREAM_BYTES or more a tile that moves bytes streams only when its
+    work item writes more than TILE_RUNS separate destination runs: nchw <-> nhwc (512 or 64
+    runs) streams; nChw16c -> nchw (16 runs), nchw -> nChw16c and oihw -> OIhw16i16o (whole
+    rows filling one region) do not; a converting tile always does. Small destinations never
+    stream, and 16 whole rows are the tile's, not the interleave's."""
+    big = (32, 64, 56, 56)
+    assert streams(big, "nchw", "nhwc") == [("tile", 1)]
+    assert streams(big, "nhwc", "nchw") == [("tile", 1)]
+    assert streams(big, "nChw16c", "nchw") == [("tile", 0)]
+    assert streams(big, "nchw", "nChw16c") == [("tile", 0)]
+    assert streams((256, 256, 3, 3), "oihw", "OIhw16i16o") == [("tile", 0)]
+    assert streams(big, "nChw16c", "nchw", ("f32", "bf16")) == [("tile", 1)]
+    assert streams((2, 64, 56, 56), "nchw", "nhwc") == [("tile", 0)]

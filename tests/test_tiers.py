@@ -20,7 +20,8 @@ PAIRS = [((3, 5, 7, 9), "nchw", "nchw"), ((2, 37, 9, 11), "nchw", "nhwc"),
          ((2, 21, 6, 5), "nChw8c", "nchw"), ((3, 3, 7, 7), "nchw", "nhwc"),
          ((35, 19, 3, 3), "oihw", "OIhw4i16o4i"), ((17, 33, 2, 2), "ihwo", "OIhw16i16o"),
          ((2, 2, 9, 7), "nchw", "nhwc"), ((2, 4, 5, 13), "nchw", "nhwc"),
-         ((3, 8, 7, 11), "nchw", "nhwc"), ((2, 3, 9, 11), "nchw", "nChw8c")]
+         ((3, 8, 7, 11), "nchw", "nhwc"), ((2, 3, 9, 11), "nchw", "nChw8c"),
+         ((2, 3, 9, 11), "nchw", "nChw16c")]
 DTYPES = ["uint8", "float16", "float32", "float64"]
 
 SCRIPT = r"""
