@@ -183,6 +183,13 @@ class _Plan:
         if not nearest:
             self._last_axis(tb, axes[2], [ax.start for ax in axes[:2]], key, esize,
                             int(runs.max()))
+            # two taps along the last axis, at most two along the others (1-D and 2-D), f32,
+            # channel runs of a vector or more, a destination in memory: each output straight
+            # from the source (measured 10 % faster there, 20 % slower in cache; trilinear's 4
+            # taps: 2.5x slower)
+            tb.scalar("direct", tb.fields["taps2"] == 2 and tb.fields["kmax"] <= 2
+                      and dtypes.name(key.dtype) == "f32" and int(runs.min()) >= 8
+                      and tb.fields["stream"])
         # outer positions x rows of the last axis: the work, per thread of at least a row
         self.items = runs.size * axes[0].out * axes[1].out
         self._zero = _padding_plan(key.dims_out, key.dst, esize, dst_nbytes)

@@ -1,0 +1,75 @@
+"""The linear resampling kernel's two ways to the same bits.
+
+With two taps along the last axis and at most two along the others (1-D and 2-D), f32, runs of
+8 channels or more and a destination large enough to stream, each output is computed straight
+from the source ("direct") instead of from a buffer of the item's source lines combined over
+the other axes first. Both compute every tap value by the same chain of FMAs, so the results
+must agree bit for bit; both are checked against the float64 reference of the formula too.
+The destination-size condition is lowered here (plan.STREAM_BYTES) to keep the cases small."""
+import numpy as np
+import pytest
+
+import gen
+from gen import plan
+from gen.ops import resample as rs
+
+import resample_reference as rr
+
+# (logical source dims, output spatial, format): 2x up and down, non-integer ratios, channel
+# runs with tails (19 = 16 + 3), two channel chunks (300 > 256), a blocked run of 16, 1-D
+CASES = [((2, 19, 7, 9), (14, 18), "nhwc"), ((1, 40, 9, 8), (5, 13), "nhwc"),
+         ((1, 300, 3, 4), (7, 5), "nhwc"), ((2, 32, 5, 6), (11, 4), "nChw16c"),
+         ((3, 24, 10), (23,), "nwc")]
+
+
+def direct_flag(src, out_spatial, fmt, backward, dtype="f32"):
+    dims_out = src.shape[:2] + out_spatial
+    sd = gen.MemoryDesc(src.shape, dtype, fmt)
+    dd = gen.MemoryDesc(dims_out, dtype, fmt)
+    prim = gen.ResampleBackward(sd, dd, alg="linear") if backward else \
+        gen.Resample(sd, dd, alg="linear")
+    return prim._plan.tables.fields["direct"]
+
+
+@pytest.mark.parametrize("dims,out_spatial,fmt", CASES, ids=[c[2] + str(c[0]) for c in CASES])
+def test_direct_gives_the_buffers_bits(dims, out_spatial, fmt, monkeypatch):
+    rng = np.random.default_rng(len(dims) * 100 + dims[1])
+    x = (rng.standard_normal(dims) * 4).astype(np.float32)
+    x[0, 0] = -0.0  # signed zeros take the same path
+    src = gen.Memory.from_array(x, format=fmt)
+    dy = gen.Memory.from_array((rng.standard_normal(dims[:2] + out_spatial) * 4)
+                               .astype(np.float32), format=fmt)
+    results = {}
+    for stream_bytes in (1 << 60, 0):
+        monkeypatch.setattr(plan, "STREAM_BYTES", stream_bytes)
+        rs._plan_of.cache_clear()
+        direct = int(stream_bytes == 0)
+        assert direct_flag(x, out_spatial, fmt, False) == direct
+        for threads in (1, 2):
+            fwd = gen.resample(src, alg="linear", out_spatial=out_spatial, threads=threads)
+            bwd = gen.resample_backward(dy, alg="linear", in_spatial=dims[2:], threads=threads)
+            results[direct, threads] = (bytes(fwd.data), bytes(bwd.data))
+        want = rr.forward(x, out_spatial, "linear")
+        got = fwd.to_array().astype(np.float64)
+        scale = rr.forward_abs(x, out_spatial, "linear") + 1e-30
+        assert np.all(np.abs(got - want) <= 1e-6 * scale)
+    rs._plan_of.cache_clear()
+    assert len(set(results.values())) == 1
+
+
+def test_direct_only_where_it_measured_faster(monkeypatch):
+    """Not for trilinear (4 taps along the other axes), other types, runs under a vector, or
+    a destination in cache."""
+    rng = np.random.default_rng(3)
+    monkeypatch.setattr(plan, "STREAM_BYTES", 0)
+    rs._plan_of.cache_clear()
+    x = rng.standard_normal((1, 16, 4, 5, 6)).astype(np.float32)
+    assert direct_flag(x, (8, 10, 12), "ndhwc", False) == 0
+    assert direct_flag(x[:, :, 0], (10, 12), "nhwc", False) == 1
+    assert direct_flag(x[:, :4, 0], (10, 12), "nhwc", False) == 0  # runs of 4 channels
+    assert direct_flag(x[:, :, 0], (10, 12), "nchw", False) == 0
+    assert direct_flag(x[:, :, 0], (10, 12), "nhwc", False, "bf16") == 0
+    monkeypatch.setattr(plan, "STREAM_BYTES", 1 << 60)
+    rs._plan_of.cache_clear()
+    assert direct_flag(x[:, :, 0], (10, 12), "nhwc", False) == 0
+    rs._plan_of.cache_clear()
