@@ -84,13 +84,13 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None):
 
 
 def _tile_streams(spec, b_tab, row, lines) -> bool:
-    """Whether a tile that moves bytes streams its stores (given a large destination; a
-    converting one always does: plain stores made rand03, s8 -> f32, 1.7x slower): only when a work item
-    writes more than TILE_RUNS separate destination runs (its B rows, unless it writes them
-    whole and together they fill one region, in any order). With fewer, plain stores
-    measured 2-5 % faster (nChw16c -> nchw and back: 16 runs, one region), 20 % at 2
+    """Whether a tile that moves bytes streams its stores, given a large destination: only
+    when a work item writes more than TILE_RUNS separate destination runs (its B rows, unless
+    it writes them whole and together they fill one region, in any order). With fewer, plain
+    stores measured 2-5 % faster (nChw16c -> nchw and back: 16 runs, one region), 20 % at 2
     threads for oihw -> OIhw16i16o (one region); with more (nchw <-> nhwc: 512 or 64 runs),
-    streaming is 7-20 % faster."""
+    streaming is 7-20 % faster. (A converting tile always streams: plain stores made rand03,
+    s8 -> f32 with 16 runs, 1.7x slower.)"""
     whole = row <= lines * spec.tile_a
     if whole and bool(np.all(np.diff(np.sort(b_tab)) == row * spec.esize)):
         return False

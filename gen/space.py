@@ -4,9 +4,9 @@ Kinds (the innermost work once a problem is normalised, see registry.choose):
 - run:     a run contiguous on both sides, moved as bytes (or zero-filled);
 - tile:    a 2-D tile whose unit strides differ (register transpose, line-whole stores);
 - strided: the innermost node with any strides, element by element (or zero-filled);
-- interleave: a few rows (2, 4, 8 or 16) of a src-contiguous node interleaved into one contiguous
-  dst run (channels-last with few channels, ShuffleChannels in channels-last); rows past the
-  source's are the destination's padding, zeros (nchw -> nChw8c with 3 channels).
+- interleave: a few rows (2, 4, 8 or 16) of a src-contiguous node interleaved into one
+  contiguous dst run (channels-last with few channels, ShuffleChannels in channels-last);
+  rows past the source's are the destination's padding, zeros (nchw -> nChw8c with 3).
 Each kind also comes per conversion (src dtype -> dst dtype of the table, scales, zero points,
 sum): the same template with the conversion of convert.h.j2 fused in.
 """

@@ -178,7 +178,8 @@ def test_few_channels_into_blocks_interleave_with_zero_rows(dtype, monkeypatch):
     from reference import pack
     monkeypatch.setattr(plan, "cached", plan.cached.__wrapped__)  # each primitive plans anew
     cases = [((2, 3, 9, 11), "aBcd8b", "interleave8"), ((2, 3, 1, 3), "aBcd8b", "interleave8"),
-             ((2, 3, 9, 11), "aBcd16b", "interleave16"), ((2, 19, 9, 11), "aBcd16b", "interleave16"),
+             ((2, 3, 9, 11), "aBcd16b", "interleave16"),
+             ((2, 19, 9, 11), "aBcd16b", "interleave16"),
              ((2, 3, 9, 11), "aBcd4b", "interleave4"), ((3, 2, 9, 11), "aBcd2b", "interleave2"),
              ((2, 11, 9, 11), "aBcd8b", "interleave8")]
     rng = np.random.default_rng(6)
