@@ -238,6 +238,9 @@ class _Plan:
         tb.array("win", "int32_t", win)
         tb.array("wide", "int32_t", wide)
         tb.array("perm", "int32_t", perm)
+        win16, perm16 = _windows16(_pad8(line))
+        tb.array("win16", "int32_t", win16)
+        tb.array("perm16", "int32_t", perm16)
         tb.scalar("kmax", np.diff(axes01[0]).max() * np.diff(axes01[1]).max())
 
     def run(self, src_addr, dst_addr, threads) -> str:
@@ -303,6 +306,19 @@ def _windows(index, lowest, size):
             win[s], wide[s] = base, width == 16
             perm[:, s:s + 8] = block - base
     return win, wide, perm
+
+
+def _windows16(index):
+    """Per whole step of 16 outputs (at multiples of 16): the first of the 16 consecutive
+    sources (R lines, from 1) that hold all of the step's taps, or 0 (then two steps of 8);
+    and each tap's position in them, in a table of index's shape."""
+    taps, n = index.shape
+    steps = index[:, :n // 16 * 16].reshape(taps, -1, 16)
+    base = steps.min(axis=(0, 2))
+    win = np.where((base >= 1) & (steps.max(axis=(0, 2)) - base < 16), base, 0)
+    perm = np.zeros_like(index)
+    perm[:, :n // 16 * 16] = (steps - base[None, :, None]).reshape(taps, -1) * (win > 0).repeat(16)
+    return win, perm
 
 
 def _offsets(layout: Layout, axis, index) -> np.ndarray:
