@@ -317,7 +317,8 @@ def _windows16(index):
     base = steps.min(axis=(0, 2))
     win = np.where((base >= 1) & (steps.max(axis=(0, 2)) - base < 16), base, 0)
     perm = np.zeros_like(index)
-    perm[:, :n // 16 * 16] = (steps - base[None, :, None]).reshape(taps, -1) * (win > 0).repeat(16)
+    used = (win > 0).repeat(16)
+    perm[:, :n // 16 * 16] = (steps - base[None, :, None]).reshape(taps, -1) * used
     return win, perm
 
 
