@@ -22,8 +22,10 @@ Conversion = namedtuple("Conversion", "src dst sum")
 BYTES_PER_THREAD = 1 << 17
 # Destinations at least this large are written with streaming stores where lines are whole.
 STREAM_BYTES = 1 << 21
-# Destination runs a tile's work item writes, up to which plain stores beat streaming ones.
+# Destination runs a tile's work item writes, up to which plain stores beat streaming ones;
+# and the destination size from which a tile's whole rows that fill one region stream.
 TILE_RUNS = 16
+REGION_BYTES = 8 << 20
 # The interleave kind streams only from this size: below it, its destination left in the
 # caches is worth more (f32 nchw->nChw8c, 8 channels: at 3.2 MB of destination 2x faster
 # without streaming, at 6.4 MB 10-20 % slower).
@@ -67,7 +69,7 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None):
             lines = _tile_lines(spec, rows, b.n, src_esize, convert)
             piece_stream = stream and not (tables["b_tab"] % 64).any() and (
                 choice is not None or convert is not None
-                or _tile_streams(spec, tables["b_tab"], a.n + piece.pad, lines))
+                or _tile_streams(spec, tables["b_tab"], a.n + piece.pad, lines, dst_nbytes))
         elif spec.kind == "interleave" and choice is None:
             piece_stream, lines = int(dst_nbytes >= INTERLEAVE_STREAM_BYTES), 0
         else:
@@ -83,17 +85,19 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None):
     return out
 
 
-def _tile_streams(spec, b_tab, row, lines) -> bool:
+def _tile_streams(spec, b_tab, row, lines, dst_nbytes) -> bool:
     """Whether a tile that moves bytes streams its stores, given a large destination: only
-    when a work item writes more than TILE_RUNS separate destination runs (its B rows, unless
-    it writes them whole and together they fill one region, in any order). With fewer, plain
-    stores measured 2-5 % faster (nChw16c -> nchw and back: 16 runs, one region), 20 % at 2
-    threads for oihw -> OIhw16i16o (one region); with more (nchw <-> nhwc: 512 or 64 runs),
-    streaming is 7-20 % faster. (A converting tile always streams: plain stores made rand03,
-    s8 -> f32 with 16 runs, 1.7x slower.)"""
+    when a work item writes more than TILE_RUNS separate destination runs (its B rows), or
+    writes them whole so that together they fill one region (in any order) of REGION_BYTES
+    or more. With fewer runs, plain stores measured 2-5 % faster (nChw16c -> nchw: 16 runs);
+    with more (nchw <-> nhwc: 512 or 64 runs), streaming is 7-20 % faster. One region:
+    plain stores 5 % faster at 6.4 MB (nchw -> nChw16c 8x256x28x28), 18 % at 2.4 MB and 2
+    threads (oihw -> OIhw16i16o), but at 12.8 MB from a tie to 10 % slower, depending on the
+    machine's load (nchw -> nChw16c 32x64x56x56, 1 thread). (A converting tile always
+    streams: plain stores made rand03, s8 -> f32 with 16 runs, 1.7x slower.)"""
     whole = row <= lines * spec.tile_a
     if whole and bool(np.all(np.diff(np.sort(b_tab)) == row * spec.esize)):
-        return False
+        return dst_nbytes >= REGION_BYTES
     return min(len(b_tab), codegen.CHUNKS["tile_chunk"]) > TILE_RUNS
 
 

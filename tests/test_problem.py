@@ -211,15 +211,17 @@ def streams(dims, src, dst, dtypes=("f32", "f32")):
 
 def test_tile_streams_only_past_sixteen_runs():
     """On a destination of STREAM_BYTES or more a tile that moves bytes streams only when its
-    work item writes more than TILE_RUNS separate destination runs: nchw <-> nhwc (512 or 64
-    runs) streams; nChw16c -> nchw (16 runs), nchw -> nChw16c and oihw -> OIhw16i16o (whole
-    rows filling one region) do not; a converting tile always does. Small destinations never
-    stream, and 16 whole rows are the tile's, not the interleave's."""
+    work item writes more than TILE_RUNS separate destination runs, or whole rows filling one
+    region of REGION_BYTES or more: nchw <-> nhwc (512 or 64 runs) streams, nChw16c -> nchw
+    (16 runs) does not; nchw -> nChw16c and oihw -> OIhw16i16o (one region) by size; a
+    converting tile always does. Small destinations never stream, and 16 whole rows are the
+    tile's, not the interleave's."""
     big = (32, 64, 56, 56)
     assert streams(big, "nchw", "nhwc") == [("tile", 1)]
     assert streams(big, "nhwc", "nchw") == [("tile", 1)]
     assert streams(big, "nChw16c", "nchw") == [("tile", 0)]
-    assert streams(big, "nchw", "nChw16c") == [("tile", 0)]
+    assert streams(big, "nchw", "nChw16c") == [("tile", 1)]  # one region of 12.8 MB
+    assert streams((8, 256, 28, 28), "nchw", "nChw16c") == [("tile", 0)]  # of 6.4 MB
     assert streams((256, 256, 3, 3), "oihw", "OIhw16i16o") == [("tile", 0)]
     assert streams(big, "nChw16c", "nchw", ("f32", "bf16")) == [("tile", 1)]
     assert streams((2, 64, 56, 56), "nchw", "nhwc") == [("tile", 0)]
