@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections import namedtuple
+from pathlib import Path
 
 import numpy as np
 
@@ -20,7 +22,8 @@ from .problem import Layout, Node, Problem, nest_offsets, normalise
 Conversion = namedtuple("Conversion", "src dst sum")
 # Below this many bytes of traffic per thread, another thread costs more than it brings.
 BYTES_PER_THREAD = 1 << 17
-# Destinations at least this large are written with streaming stores where lines are whole.
+# Destinations at least this large, and past plain_store_bytes(), are written with streaming
+# stores where lines are whole.
 STREAM_BYTES = 1 << 21
 # Destination runs a tile's work item writes, up to which plain stores beat streaming ones;
 # and the destination size from which a tile's whole rows that fill one region stream.
@@ -33,6 +36,46 @@ INTERLEAVE_STREAM_BYTES = 4 << 20
 # A tile work item with the most destination lines reads a source block of at most this many
 # bytes (about an L1 data cache) when its rows follow each other: see _tile_lines.
 TILE_BLOCK = 48 << 10
+
+
+@functools.lru_cache(maxsize=None)
+def plain_store_bytes() -> int:
+    """Destinations below this many bytes are written with plain stores by every kernel: they
+    stay in the cache for the next op. On AMD Zen, whose L3 is a fast victim cache of the
+    cores' L2s, it is the L3 share per CPU that Linux reports: with 32 MiB over 2 CPUs (Zen4),
+    6.4 MB of destination wrote 25-45 % faster with plain stores than streaming ones and
+    25.7 MB 1.5-2x slower, any kernel kind (on Zen3, streaming copies lose below ~8 MiB:
+    ../shared/peers/others/NOTES.md). Elsewhere 0: a Sapphire Rapids VM, whose L3 is large on
+    paper, streamed faster from a few MiB (the floors above). GEN_PLAIN_STORE_BYTES overrides."""
+    given = os.environ.get("GEN_PLAIN_STORE_BYTES")
+    if given is not None:
+        if not given.isdigit():
+            raise Error(f"GEN_PLAIN_STORE_BYTES must be a number of bytes, got {given!r}")
+        return int(given)
+    try:
+        with open("/proc/cpuinfo") as f:
+            if "AuthenticAMD" not in f.read(4096):
+                return 0
+        caches = Path("/sys/devices/system/cpu/cpu0/cache")
+        last = max(caches.glob("index*"), key=lambda d: int((d / "level").read_text()))
+        size = (last / "size").read_text().strip()
+        cpus = (last / "shared_cpu_list").read_text().strip()
+    except (OSError, ValueError):
+        return 0
+    unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
+    return int(size.rstrip("KMG")) * unit // max(cpu_count(cpus), 1)
+
+
+def cpu_count(listing: str) -> int:
+    """CPUs in a Linux CPU list such as "0-3,8,10-11"."""
+    return sum(int(r.partition("-")[2] or r) - int(r.partition("-")[0]) + 1
+               for r in listing.split(",") if r)
+
+
+def streams(dst_nbytes: int, floor: int = None) -> bool:
+    """Whether a destination of dst_nbytes is large enough to stream: at least `floor`
+    (STREAM_BYTES unless given) and plain_store_bytes()."""
+    return dst_nbytes >= max(STREAM_BYTES if floor is None else floor, plain_store_bytes())
 
 
 def choices(problem, convert=None):
@@ -51,7 +94,7 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None):
     wisdom.Choice (a kernel kind per piece, streaming stores or not) instead of the guess."""
     esize = problem.esize  # dst's element size
     src_esize = TABLE[convert.src].size if convert else esize
-    stream = int(dst_nbytes >= STREAM_BYTES) if choice is None else choice.stream
+    stream = int(streams(dst_nbytes)) if choice is None else choice.stream
     out = []
     for i, piece in enumerate(problem.pieces):
         spec, a, b, outer = registry.choose(*_choose_args(piece, esize, convert), tier=tier,
@@ -71,7 +114,7 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None):
                 choice is not None or convert is not None
                 or _tile_streams(spec, tables["b_tab"], a.n + piece.pad, lines, dst_nbytes))
         elif spec.kind == "interleave" and choice is None:
-            piece_stream, lines = int(dst_nbytes >= INTERLEAVE_STREAM_BYTES), 0
+            piece_stream, lines = int(streams(dst_nbytes, INTERLEAVE_STREAM_BYTES)), 0
         else:
             piece_stream, lines = stream, 0
         out.append((spec, {
@@ -94,10 +137,14 @@ def _tile_streams(spec, b_tab, row, lines, dst_nbytes) -> bool:
     plain stores 5 % faster at 6.4 MB (nchw -> nChw16c 8x256x28x28), 18 % at 2.4 MB and 2
     threads (oihw -> OIhw16i16o), but at 12.8 MB from a tie to 10 % slower, depending on the
     machine's load (nchw -> nChw16c 32x64x56x56, 1 thread). (A converting tile always
-    streams: plain stores made rand03, s8 -> f32 with 16 runs, 1.7x slower.)"""
+    streams: plain stores made rand03, s8 -> f32 with 16 runs, 1.7x slower.) These are
+    Sapphire Rapids measurements: past plain_store_bytes(), when it is known, any tile streams
+    (AMD Zen4, nChw16c -> nchw 32x64x56x56: 1.45x faster)."""
+    if plain_store_bytes():
+        return True
     whole = row <= lines * spec.tile_a
     if whole and bool(np.all(np.diff(np.sort(b_tab)) == row * spec.esize)):
-        return dst_nbytes >= REGION_BYTES
+        return streams(dst_nbytes, REGION_BYTES)
     return min(len(b_tab), codegen.CHUNKS["tile_chunk"]) > TILE_RUNS
 
 

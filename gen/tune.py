@@ -27,6 +27,15 @@ def _median_s(call, repeat: int) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def _scratch(desc) -> Memory:
+    """A source buffer whose pages are written: an untouched one maps the kernel's reads to a
+    single zero page, which times a read from cache, not from memory. Byte 0x3c makes finite,
+    normal values of every type."""
+    m = Memory(desc)
+    m.data[:] = 0x3C
+    return m
+
+
 def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
     """Measures `primitive`'s kernel choices at `threads`, switches it to the fastest and
     records that as wisdom. Returns {"kernel": chosen kernel, "candidates": {kernel: us}}."""
@@ -35,14 +44,14 @@ def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
     nthr = runtime.num_threads(threads)
     if isinstance(primitive, ResamplePrimitive):
         # one kernel per resampling problem: nothing to choose, only to measure
-        src, dst = Memory(primitive.src_desc), Memory(primitive.dst_desc)
+        src, dst = _scratch(primitive.src_desc), Memory(primitive.dst_desc)
         t = _median_s(lambda: primitive(src, dst, threads=nthr), repeat)
         return {"kernel": primitive.kernel, "candidates": {primitive.kernel: round(t * 1e6, 2)}}
     if isinstance(primitive, Reorder):
-        src, dst = Memory(primitive.src_desc), Memory(primitive.dst_desc)
+        src, dst = _scratch(primitive.src_desc), Memory(primitive.dst_desc)
         attr = primitive._attr[0]
     elif isinstance(primitive, ShuffleChannels):
-        src, dst, attr = Memory(primitive.desc), Memory(primitive.desc), None
+        src, dst, attr = _scratch(primitive.desc), Memory(primitive.desc), None
     else:
         raise Error(f"tune takes a gen.Reorder, gen.ShuffleChannels, gen.Resample or "
                     f"gen.ResampleBackward, got {type(primitive).__name__}")
@@ -58,7 +67,7 @@ def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
                              p)
         return timed[choice][0]
 
-    best = wisdom.Choice(tuple(k[0] for k in kinds), int(guess.dst_nbytes >= plan.STREAM_BYTES))
+    best = wisdom.Choice(tuple(k[0] for k in kinds), int(plan.streams(guess.dst_nbytes)))
     for i, options in enumerate(kinds):
         for kind in options[1:]:
             other = best._replace(kinds=best.kinds[:i] + (kind,) + best.kinds[i + 1:])

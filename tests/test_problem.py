@@ -225,3 +225,31 @@ def test_tile_streams_only_past_sixteen_runs():
     assert streams((256, 256, 3, 3), "oihw", "OIhw16i16o") == [("tile", 0)]
     assert streams(big, "nChw16c", "nchw", ("f32", "bf16")) == [("tile", 1)]
     assert streams((2, 64, 56, 56), "nchw", "nhwc") == [("tile", 0)]
+
+
+def test_destinations_below_plain_store_bytes_never_stream(monkeypatch):
+    """With plain_store_bytes() set (GEN_PLAIN_STORE_BYTES; by default the L3 share on AMD),
+    a destination smaller than it is written with plain stores by every kind, and any tile
+    past it streams (nChw16c -> nchw too, 16 runs); a value that is not a number of bytes is
+    a gen.Error naming it."""
+    monkeypatch.setenv("GEN_PLAIN_STORE_BYTES", str(16 << 20))
+    plan.plain_store_bytes.cache_clear()
+    try:
+        assert streams((8, 256, 28, 28), "nchw", "nhwc") == [("tile", 0)]  # 6.4 MB
+        assert streams((8, 256, 28, 28), "nchw", "nChw8c") == [("interleave", 0)]
+        assert streams((32, 64, 56, 56), "nchw", "nhwc") == [("tile", 1)]  # 25.7 MB
+        assert streams((32, 64, 56, 56), "nChw16c", "nchw") == [("tile", 1)]
+        assert streams((32, 64, 56, 56), "nchw", "nChw8c") == [("interleave", 1)]
+        assert not plan.streams((16 << 20) - 1) and plan.streams(16 << 20)
+        monkeypatch.setenv("GEN_PLAIN_STORE_BYTES", "16M")
+        plan.plain_store_bytes.cache_clear()
+        with pytest.raises(gen.Error, match="GEN_PLAIN_STORE_BYTES.*'16M'"):
+            plan.streams(1 << 30)
+    finally:
+        monkeypatch.undo()
+        plan.plain_store_bytes.cache_clear()
+
+
+@pytest.mark.parametrize("listing, count", [("0", 1), ("0-1", 2), ("0-3,8,10-11", 7)])
+def test_cpu_lists_count_their_cpus(listing, count):
+    assert plan.cpu_count(listing) == count

@@ -2,6 +2,7 @@
 the fastest in the primitive and in the process's wisdom, and wisdom files round-trip (and are
 refused when they come from another build or are not wisdom)."""
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -164,3 +165,13 @@ def test_wisdom_for_other_pieces_is_ignored():
     plan.cached.cache_clear()
     q = gen.Reorder(src, dst)
     assert q._plan.choice is None and q.kernel == p.kernel
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "f16", "s8", "u8", "s32"])
+def test_tune_times_on_written_sources(dtype):
+    """tune's scratch source has every page written (an untouched buffer reads one shared
+    zero page: a time from cache, not from memory) with finite, normal values."""
+    m = sys.modules["gen.tune"]._scratch(gen.MemoryDesc((3, 5000), dtype))
+    assert (m.data == 0x3C).all()
+    values = m.to_array().astype(np.float64)
+    assert np.isfinite(values).all() and (np.abs(values) > 1e-3).all()
