@@ -78,9 +78,10 @@ def streams(dst_nbytes: int, floor: int = None) -> bool:
     return dst_nbytes >= max(STREAM_BYTES if floor is None else floor, plain_store_bytes())
 
 
-def choices(problem, convert=None):
+def choices(problem, convert=None, dst_nbytes=0):
     """Per piece, the kernel kinds that can run it (registry.options), best guess first."""
-    return [[o[0].kind for o in registry.options(*_choose_args(piece, problem.esize, convert))]
+    return [[o[0].kind for o in registry.options(*_choose_args(piece, problem.esize, convert),
+                                                 stream=streams(dst_nbytes))]
             for piece in problem.pieces]
 
 
@@ -98,7 +99,8 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None):
     out = []
     for i, piece in enumerate(problem.pieces):
         spec, a, b, outer = registry.choose(*_choose_args(piece, esize, convert), tier=tier,
-                                            prefer=choice.kinds[i] if choice else None)
+                                            prefer=choice.kinds[i] if choice else None,
+                                            stream=streams(dst_nbytes))
         if len(outer) > codegen.MAX_NODES:
             raise Error(f"layout pair needs {len(outer)} loop nodes, more than "
                         f"{codegen.MAX_NODES}")

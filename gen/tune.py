@@ -56,7 +56,7 @@ def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
         raise Error(f"tune takes a gen.Reorder, gen.ShuffleChannels, gen.Resample or "
                     f"gen.ResampleBackward, got {type(primitive).__name__}")
     guess = primitive._plan
-    kinds = plan.choices(guess.problem, guess.convert)
+    kinds = plan.choices(guess.problem, guess.convert, guess.dst_nbytes)
     timed = {}
 
     def measure(choice):

@@ -172,7 +172,7 @@ def test_few_channels_into_blocks_interleave_with_zero_rows(dtype, monkeypatch):
     """nchw -> a channel block wider than the channels (3 of 8, 3 of 4, 3 of 16) is the
     interleave kind with the block's padding as zero rows, not a tile transposing the zeros;
     11 channels of 8 are a full block and a padded one, 2 of 2 a plain interleave (19 of 16: a
-    full block by the tile, then 3 interleaved). Same bytes as the
+    full block, by the tile when the destination streams, then 3 interleaved). Same bytes as the
     reference packing, with and without streaming stores, at 1 and 2 threads, with tails (99
     pixels) and without a whole vector step (3 pixels)."""
     from reference import pack
@@ -189,9 +189,10 @@ def test_few_channels_into_blocks_interleave_with_zero_rows(dtype, monkeypatch):
         src = gen.Memory(gen.MemoryDesc(dims, dtype, "nchw"), x)
         for stream_bytes in (plan.INTERLEAVE_STREAM_BYTES, 0):
             monkeypatch.setattr(plan, "INTERLEAVE_STREAM_BYTES", stream_bytes)
+            monkeypatch.setattr(plan, "STREAM_BYTES", stream_bytes)
             prim = gen.Reorder(src.desc, gen.MemoryDesc(dims, dtype, tag))
             assert kind in prim.kernel, (dims, tag, prim.kernel)
-            assert ("tile" in prim.kernel) == (dims[1] == 19), prim.kernel
+            assert ("tile" in prim.kernel) == (dims[1] == 19 and stream_bytes == 0), prim.kernel
             assert {f["stream"] for spec, f in prim._plan.bound
                     if spec.kind == "interleave"} == {int(stream_bytes == 0)}
             for threads in (1, 2):
@@ -237,6 +238,9 @@ def test_destinations_below_plain_store_bytes_never_stream(monkeypatch):
     try:
         assert streams((8, 256, 28, 28), "nchw", "nhwc") == [("tile", 0)]  # 6.4 MB
         assert streams((8, 256, 28, 28), "nchw", "nChw8c") == [("interleave", 0)]
+        # 16 whole rows: the interleave in cache, the tile when streaming
+        assert streams((8, 256, 28, 28), "nchw", "nChw16c") == [("interleave", 0)]
+        assert streams((32, 64, 56, 56), "nchw", "nChw16c") == [("tile", 1)]
         assert streams((32, 64, 56, 56), "nchw", "nhwc") == [("tile", 1)]  # 25.7 MB
         assert streams((32, 64, 56, 56), "nChw16c", "nchw") == [("tile", 1)]
         assert streams((32, 64, 56, 56), "nchw", "nChw8c") == [("interleave", 1)]
