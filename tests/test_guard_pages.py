@@ -123,6 +123,7 @@ RESAMPLES = [
     (1, 19, (2, 3, 3), (3, 2, 5), "nCdhw16c", "bf16"),
     (1, 9, (30,), (29,), "ncw", "f32"),
     (1, 35, (8, 8), (16, 16), "nhwc", "f32"),
+    (1, 32, (5, 7), (9, 13), "nhwc", "f32"),        # runs of whole vectors, moved inline
     (1, 35, (16, 16), (8, 8), "nhwc", "u8"),
     (1, 35, (67, 69), (133, 137), "nhwc", "f32"),   # >= 2 MiB destinations: streaming stores
     (1, 19, (67, 69), (133, 137), "nChw16c", "f32"),
