@@ -294,18 +294,20 @@ def _windows(index, lowest, size):
     that hold all of the step's taps, or -1 (then the kernel gathers), whether it takes 16,
     and each tap's position in them. `lowest`: the first usable index; `size`: sources end
     there (None: unbounded)."""
-    taps, n = index.shape
+    n = index.shape[1]
+    starts = np.arange(0, n, 8)
+    base = np.minimum.reduceat(index.min(axis=0), starts)
+    span = np.maximum.reduceat(index.max(axis=0), starts) - base + 1
+    width = np.where(span <= 8, 8, 16)
+    ok = (base >= lowest) & (span <= 16)
+    if size is not None:
+        ok &= base + width <= size
     win = np.full(n, -1, np.int64)
     wide = np.zeros(n, np.int64)
-    perm = np.zeros((taps, n), np.int64)
-    for s in range(0, n, 8):
-        block = index[:, s:s + 8]
-        base, span = int(block.min()), int(block.max() - block.min()) + 1
-        width = 8 if span <= 8 else 16
-        if base >= lowest and span <= 16 and (size is None or base + width <= size):
-            win[s], wide[s] = base, width == 16
-            perm[:, s:s + 8] = block - base
-    return win, wide, perm
+    win[starts] = np.where(ok, base, -1)
+    wide[starts] = ok & (width == 16)
+    perm = (index - base.repeat(8)[:n]) * ok.repeat(8)[:n]
+    return win, wide, perm.astype(np.int64)
 
 
 def _windows16(index):
