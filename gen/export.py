@@ -83,7 +83,8 @@ def render(src: Source) -> "tuple[str, str]":
         for tier, _ in TIERS:
             # gen's own tier as gen runs it (with its measured wisdom), the others as guessed
             choice = p.choice if tier == registry.isa() else None
-            for spec, fields in plan.bind(p.problem, p.dst_nbytes, p.convert, tier, choice):
+            for spec, fields in plan.bind(p.problem, p.dst_nbytes, p.convert, tier, choice,
+                                          p.traffic):
                 specs[tier].append(spec)
                 if spec.cvt:
                     pairs.add((spec.src, spec.dst))

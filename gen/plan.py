@@ -22,8 +22,8 @@ from .problem import Layout, Node, Problem, nest_offsets, normalise
 Conversion = namedtuple("Conversion", "src dst sum")
 # Below this many bytes of traffic per thread, another thread costs more than it brings.
 BYTES_PER_THREAD = 1 << 17
-# Destinations at least this large, and past plain_store_bytes(), are written with streaming
-# stores where lines are whole.
+# Destinations at least this large are written with streaming stores where lines are whole,
+# unless the call fits in the last-level cache (streams, cache_bytes).
 STREAM_BYTES = 1 << 21
 # Destination runs a tile's work item writes, up to which plain stores beat streaming ones;
 # and the destination size from which a tile's whole rows that fill one region stream.
@@ -39,18 +39,15 @@ TILE_BLOCK = 48 << 10
 
 
 @functools.lru_cache(maxsize=None)
-def plain_store_bytes() -> int:
-    """Destinations below this many bytes are written with plain stores by every kernel: they
-    stay in the cache for the next op. On AMD Zen, whose L3 is a fast victim cache of the
-    cores' L2s, it is the L3 share per CPU that Linux reports: with 32 MiB over 2 CPUs (Zen4),
-    6.4 MB of destination wrote 25-45 % faster with plain stores than streaming ones and
-    25.7 MB 1.5-2x slower, any kernel kind (on Zen3, streaming copies lose below ~8 MiB:
-    ../shared/peers/others/NOTES.md). Elsewhere 0: a Sapphire Rapids VM, whose L3 is large on
-    paper, streamed faster from a few MiB (the floors above). GEN_PLAIN_STORE_BYTES overrides."""
-    given = os.environ.get("GEN_PLAIN_STORE_BYTES")
+def cache_bytes() -> int:
+    """The last-level cache a call's data can stay in: on AMD Zen, whose L3 is a fast victim
+    cache of the cores' L2s, the size Linux reports for CPU 0's last level; elsewhere 0 (a
+    Sapphire Rapids VM, whose L3 is large on paper, streamed faster from a few MiB: the floors
+    above). GEN_CACHE_BYTES overrides."""
+    given = os.environ.get("GEN_CACHE_BYTES")
     if given is not None:
         if not given.isdigit():
-            raise Error(f"GEN_PLAIN_STORE_BYTES must be a number of bytes, got {given!r}")
+            raise Error(f"GEN_CACHE_BYTES must be a number of bytes, got {given!r}")
         return int(given)
     try:
         with open("/proc/cpuinfo") as f:
@@ -59,29 +56,30 @@ def plain_store_bytes() -> int:
         caches = Path("/sys/devices/system/cpu/cpu0/cache")
         last = max(caches.glob("index*"), key=lambda d: int((d / "level").read_text()))
         size = (last / "size").read_text().strip()
-        cpus = (last / "shared_cpu_list").read_text().strip()
     except (OSError, ValueError):
         return 0
     unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
-    return int(size.rstrip("KMG")) * unit // max(cpu_count(cpus), 1)
+    return int(size.rstrip("KMG")) * unit
 
 
-def cpu_count(listing: str) -> int:
-    """CPUs in a Linux CPU list such as "0-3,8,10-11"."""
-    return sum(int(r.partition("-")[2] or r) - int(r.partition("-")[0]) + 1
-               for r in listing.split(",") if r)
+def streams(dst_nbytes: int, floor: int = None, traffic: int = None) -> bool:
+    """Whether a destination of dst_nbytes is written with streaming stores: at least `floor`
+    (STREAM_BYTES unless given), and not when the call's traffic (bytes read and written;
+    unless given, twice the destination, as a copy) fits in cache_bytes(): its destination
+    then stays in the cache for the next op. Measured on AMD Zen4 with 32 MiB of L3, every
+    kernel kind: 6.4 MB copied 25-45 % faster with plain stores, 25.7 MB 1.5-2x slower;
+    f32 -> s8 of 33.5 MB into 8.4 MB 15-20 % faster streaming; a resampling that writes
+    25.7 MB from 6.4 MB 1.3-2x faster streaming at 1 thread (so it counts as a copy of its
+    destination; at 2 threads plain stores won by 20 %)."""
+    floor = STREAM_BYTES if floor is None else floor
+    moved = 2 * dst_nbytes if traffic is None else traffic
+    return dst_nbytes >= floor and moved >= cache_bytes()
 
 
-def streams(dst_nbytes: int, floor: int = None) -> bool:
-    """Whether a destination of dst_nbytes is large enough to stream: at least `floor`
-    (STREAM_BYTES unless given) and plain_store_bytes()."""
-    return dst_nbytes >= max(STREAM_BYTES if floor is None else floor, plain_store_bytes())
-
-
-def choices(problem, convert=None, dst_nbytes=0):
+def choices(problem, convert=None, dst_nbytes=0, traffic=None):
     """Per piece, the kernel kinds that can run it (registry.options), best guess first."""
     return [[o[0].kind for o in registry.options(*_choose_args(piece, problem.esize, convert),
-                                                 stream=streams(dst_nbytes))]
+                                                 stream=streams(dst_nbytes, traffic=traffic))]
             for piece in problem.pieces]
 
 
@@ -90,17 +88,19 @@ def _choose_args(piece, esize, convert):
     return piece.nodes, piece.zero, esize, piece.pad, pair, not (convert and convert.sum)
 
 
-def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None):
+def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic=None):
     """Per piece: (kernel spec on `tier`, the gen_piece fields as a dict). `choice`: measured
-    wisdom.Choice (a kernel kind per piece, streaming stores or not) instead of the guess."""
+    wisdom.Choice (a kernel kind per piece, streaming stores or not) instead of the guess.
+    `traffic`: the bytes a call reads and writes (see streams)."""
     esize = problem.esize  # dst's element size
     src_esize = TABLE[convert.src].size if convert else esize
-    stream = int(streams(dst_nbytes)) if choice is None else choice.stream
+    guess = streams(dst_nbytes, traffic=traffic)
+    stream = int(guess) if choice is None else choice.stream
     out = []
     for i, piece in enumerate(problem.pieces):
         spec, a, b, outer = registry.choose(*_choose_args(piece, esize, convert), tier=tier,
                                             prefer=choice.kinds[i] if choice else None,
-                                            stream=streams(dst_nbytes))
+                                            stream=guess)
         if len(outer) > codegen.MAX_NODES:
             raise Error(f"layout pair needs {len(outer)} loop nodes, more than "
                         f"{codegen.MAX_NODES}")
@@ -116,7 +116,8 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None):
                 choice is not None or convert is not None
                 or _tile_streams(spec, tables["b_tab"], a.n + piece.pad, lines, dst_nbytes))
         elif spec.kind == "interleave" and choice is None:
-            piece_stream, lines = int(streams(dst_nbytes, INTERLEAVE_STREAM_BYTES)), 0
+            piece_stream = int(streams(dst_nbytes, INTERLEAVE_STREAM_BYTES, traffic))
+            lines = 0
         else:
             piece_stream, lines = stream, 0
         out.append((spec, {
@@ -140,9 +141,9 @@ def _tile_streams(spec, b_tab, row, lines, dst_nbytes) -> bool:
     threads (oihw -> OIhw16i16o), but at 12.8 MB from a tie to 10 % slower, depending on the
     machine's load (nchw -> nChw16c 32x64x56x56, 1 thread). (A converting tile always
     streams: plain stores made rand03, s8 -> f32 with 16 runs, 1.7x slower.) These are
-    Sapphire Rapids measurements: past plain_store_bytes(), when it is known, any tile streams
-    (AMD Zen4, nChw16c -> nchw 32x64x56x56: 1.45x faster)."""
-    if plain_store_bytes():
+    Sapphire Rapids measurements: where cache_bytes() is known, a call past it streams from
+    any tile (AMD Zen4, nChw16c -> nchw 32x64x56x56: 1.45x faster)."""
+    if cache_bytes():
         return True
     whole = row <= lines * spec.tile_a
     if whole and bool(np.all(np.diff(np.sort(b_tab)) == row * spec.esize)):
@@ -188,7 +189,7 @@ class Plan:
         self._run = mod.lib.gen_run
         self._ffi = mod.ffi
         # (spec, fields) per piece; the fields hold the tables the tasks point to
-        self.bound = bind(problem, dst_nbytes, convert, choice=self.choice)
+        self.bound = bind(problem, dst_nbytes, convert, choice=self.choice, traffic=traffic)
         for task, (spec, fields) in zip(self._tasks, self.bound):
             task.fn = mod.ffi.addressof(mod.lib, spec.name)
             for key, value in fields.items():

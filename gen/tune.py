@@ -56,7 +56,7 @@ def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
         raise Error(f"tune takes a gen.Reorder, gen.ShuffleChannels, gen.Resample or "
                     f"gen.ResampleBackward, got {type(primitive).__name__}")
     guess = primitive._plan
-    kinds = plan.choices(guess.problem, guess.convert, guess.dst_nbytes)
+    kinds = plan.choices(guess.problem, guess.convert, guess.dst_nbytes, guess.traffic)
     timed = {}
 
     def measure(choice):
@@ -67,7 +67,7 @@ def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
                              p)
         return timed[choice][0]
 
-    best = wisdom.Choice(tuple(k[0] for k in kinds), int(plan.streams(guess.dst_nbytes)))
+    best = wisdom.Choice(tuple(k[0] for k in kinds), int(plan.streams(guess.dst_nbytes, traffic=guess.traffic)))
     for i, options in enumerate(kinds):
         for kind in options[1:]:
             other = best._replace(kinds=best.kinds[:i] + (kind,) + best.kinds[i + 1:])

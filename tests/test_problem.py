@@ -228,32 +228,32 @@ def test_tile_streams_only_past_sixteen_runs():
     assert streams((2, 64, 56, 56), "nchw", "nhwc") == [("tile", 0)]
 
 
-def test_destinations_below_plain_store_bytes_never_stream(monkeypatch):
-    """With plain_store_bytes() set (GEN_PLAIN_STORE_BYTES; by default the L3 share on AMD),
-    a destination smaller than it is written with plain stores by every kind, and any tile
-    past it streams (nChw16c -> nchw too, 16 runs); a value that is not a number of bytes is
-    a gen.Error naming it."""
-    monkeypatch.setenv("GEN_PLAIN_STORE_BYTES", str(16 << 20))
-    plan.plain_store_bytes.cache_clear()
+def test_calls_that_fit_in_the_cache_never_stream(monkeypatch):
+    """With cache_bytes() set (GEN_CACHE_BYTES; by default the L3 on AMD), a call whose bytes
+    read and written fit in it writes with plain stores from every kind, and one past it
+    streams from any tile (nChw16c -> nchw too, 16 runs); a conversion that reads much more
+    than it writes counts its reads; a value that is not a number of bytes is a gen.Error
+    naming it."""
+    monkeypatch.setenv("GEN_CACHE_BYTES", str(32 << 20))
+    plan.cache_bytes.cache_clear()
     try:
-        assert streams((8, 256, 28, 28), "nchw", "nhwc") == [("tile", 0)]  # 6.4 MB
+        assert streams((8, 256, 28, 28), "nchw", "nhwc") == [("tile", 0)]  # 2 x 6.4 MB
         assert streams((8, 256, 28, 28), "nchw", "nChw8c") == [("interleave", 0)]
         # 16 whole rows: the interleave in cache, the tile when streaming
         assert streams((8, 256, 28, 28), "nchw", "nChw16c") == [("interleave", 0)]
         assert streams((32, 64, 56, 56), "nchw", "nChw16c") == [("tile", 1)]
-        assert streams((32, 64, 56, 56), "nchw", "nhwc") == [("tile", 1)]  # 25.7 MB
+        assert streams((32, 64, 56, 56), "nchw", "nhwc") == [("tile", 1)]  # 2 x 25.7 MB
         assert streams((32, 64, 56, 56), "nChw16c", "nchw") == [("tile", 1)]
         assert streams((32, 64, 56, 56), "nchw", "nChw8c") == [("interleave", 1)]
-        assert not plan.streams((16 << 20) - 1) and plan.streams(16 << 20)
-        monkeypatch.setenv("GEN_PLAIN_STORE_BYTES", "16M")
-        plan.plain_store_bytes.cache_clear()
-        with pytest.raises(gen.Error, match="GEN_PLAIN_STORE_BYTES.*'16M'"):
+        f32_s8 = gen.Reorder(gen.MemoryDesc((8, 64, 128, 128), "f32", "nchw"),
+                             gen.MemoryDesc((8, 64, 128, 128), "s8", "nchw"), scales=[0.5])
+        assert {f["stream"] for _, f in f32_s8._plan.bound} == {1}  # 33.5 MB into 8.4
+        assert not plan.streams(16 << 20, traffic=(32 << 20) - 1)
+        assert plan.streams(16 << 20) and not plan.streams((16 << 20) - 1)
+        monkeypatch.setenv("GEN_CACHE_BYTES", "32M")
+        plan.cache_bytes.cache_clear()
+        with pytest.raises(gen.Error, match="GEN_CACHE_BYTES.*'32M'"):
             plan.streams(1 << 30)
     finally:
         monkeypatch.undo()
-        plan.plain_store_bytes.cache_clear()
-
-
-@pytest.mark.parametrize("listing, count", [("0", 1), ("0-1", 2), ("0-3,8,10-11", 7)])
-def test_cpu_lists_count_their_cpus(listing, count):
-    assert plan.cpu_count(listing) == count
+        plan.cache_bytes.cache_clear()

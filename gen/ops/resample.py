@@ -168,6 +168,7 @@ class _Plan:
                                                           np.arange(axes[2].out) * esize)
         rows = rows and (not nearest or np.abs(src_off).max(initial=0) < 2**31)
         tb.scalar("rows", rows)
+        # streams counts a resampling as a copy of its destination (measured: plan.streams)
         tb.scalar("stream", plan.streams(dst_nbytes) and dtypes.name(key.dtype) == "f32")
         if nearest and rows:
             tb.array("row_off", "int32_t", _pad8(src_off))
