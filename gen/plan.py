@@ -23,7 +23,7 @@ Conversion = namedtuple("Conversion", "src dst sum")
 # Below this many bytes of traffic per thread, another thread costs more than it brings.
 BYTES_PER_THREAD = 1 << 17
 # Destinations at least this large are written with streaming stores where lines are whole,
-# unless the call fits in the last-level cache (streams, cache_bytes).
+# unless the call fits in the last-level cache (streams, llc_bytes).
 STREAM_BYTES = 1 << 21
 # Destination runs a tile's work item writes, up to which plain stores beat streaming ones;
 # and the destination size from which a tile's whole rows that fill one region stream.
@@ -39,15 +39,15 @@ TILE_BLOCK = 48 << 10
 
 
 @functools.lru_cache(maxsize=None)
-def cache_bytes() -> int:
+def llc_bytes() -> int:
     """The last-level cache a call's data can stay in: on AMD Zen, whose L3 is a fast victim
     cache of the cores' L2s, the size Linux reports for CPU 0's last level; elsewhere 0 (a
     Sapphire Rapids VM, whose L3 is large on paper, streamed faster from a few MiB: the floors
-    above). GEN_CACHE_BYTES overrides."""
-    given = os.environ.get("GEN_CACHE_BYTES")
+    above). GEN_LLC_BYTES overrides."""
+    given = os.environ.get("GEN_LLC_BYTES")
     if given is not None:
         if not given.isdigit():
-            raise Error(f"GEN_CACHE_BYTES must be a number of bytes, got {given!r}")
+            raise Error(f"GEN_LLC_BYTES must be a number of bytes, got {given!r}")
         return int(given)
     try:
         with open("/proc/cpuinfo") as f:
@@ -65,7 +65,7 @@ def cache_bytes() -> int:
 def streams(dst_nbytes: int, floor: int = None, traffic: int = None) -> bool:
     """Whether a destination of dst_nbytes is written with streaming stores: at least `floor`
     (STREAM_BYTES unless given), and not when the call's traffic (bytes read and written;
-    unless given, twice the destination, as a copy) fits in cache_bytes(): its destination
+    unless given, twice the destination, as a copy) fits in llc_bytes(): its destination
     then stays in the cache for the next op. Measured on AMD Zen4 with 32 MiB of L3, every
     kernel kind: 6.4 MB copied 25-45 % faster with plain stores, 25.7 MB 1.5-2x slower;
     f32 -> s8 of 33.5 MB into 8.4 MB 15-20 % faster streaming; a resampling that writes
@@ -73,7 +73,7 @@ def streams(dst_nbytes: int, floor: int = None, traffic: int = None) -> bool:
     destination; at 2 threads plain stores won by 20 %)."""
     floor = STREAM_BYTES if floor is None else floor
     moved = 2 * dst_nbytes if traffic is None else traffic
-    return dst_nbytes >= floor and moved >= cache_bytes()
+    return dst_nbytes >= floor and moved >= llc_bytes()
 
 
 def choices(problem, convert=None, dst_nbytes=0, traffic=None):
@@ -141,9 +141,9 @@ def _tile_streams(spec, b_tab, row, lines, dst_nbytes) -> bool:
     threads (oihw -> OIhw16i16o), but at 12.8 MB from a tie to 10 % slower, depending on the
     machine's load (nchw -> nChw16c 32x64x56x56, 1 thread). (A converting tile always
     streams: plain stores made rand03, s8 -> f32 with 16 runs, 1.7x slower.) These are
-    Sapphire Rapids measurements: where cache_bytes() is known, a call past it streams from
+    Sapphire Rapids measurements: where llc_bytes() is known, a call past it streams from
     any tile (AMD Zen4, nChw16c -> nchw 32x64x56x56: 1.45x faster)."""
-    if cache_bytes():
+    if llc_bytes():
         return True
     whole = row <= lines * spec.tile_a
     if whole and bool(np.all(np.diff(np.sort(b_tab)) == row * spec.esize)):

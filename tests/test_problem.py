@@ -229,13 +229,13 @@ def test_tile_streams_only_past_sixteen_runs():
 
 
 def test_calls_that_fit_in_the_cache_never_stream(monkeypatch):
-    """With cache_bytes() set (GEN_CACHE_BYTES; by default the L3 on AMD), a call whose bytes
+    """With llc_bytes() set (GEN_LLC_BYTES; by default the L3 on AMD), a call whose bytes
     read and written fit in it writes with plain stores from every kind, and one past it
     streams from any tile (nChw16c -> nchw too, 16 runs); a conversion that reads much more
     than it writes counts its reads; a value that is not a number of bytes is a gen.Error
     naming it."""
-    monkeypatch.setenv("GEN_CACHE_BYTES", str(32 << 20))
-    plan.cache_bytes.cache_clear()
+    monkeypatch.setenv("GEN_LLC_BYTES", str(32 << 20))
+    plan.llc_bytes.cache_clear()
     try:
         assert streams((8, 256, 28, 28), "nchw", "nhwc") == [("tile", 0)]  # 2 x 6.4 MB
         assert streams((8, 256, 28, 28), "nchw", "nChw8c") == [("interleave", 0)]
@@ -250,10 +250,10 @@ def test_calls_that_fit_in_the_cache_never_stream(monkeypatch):
         assert {f["stream"] for _, f in f32_s8._plan.bound} == {1}  # 33.5 MB into 8.4
         assert not plan.streams(16 << 20, traffic=(32 << 20) - 1)
         assert plan.streams(16 << 20) and not plan.streams((16 << 20) - 1)
-        monkeypatch.setenv("GEN_CACHE_BYTES", "32M")
-        plan.cache_bytes.cache_clear()
-        with pytest.raises(gen.Error, match="GEN_CACHE_BYTES.*'32M'"):
+        monkeypatch.setenv("GEN_LLC_BYTES", "32M")
+        plan.llc_bytes.cache_clear()
+        with pytest.raises(gen.Error, match="GEN_LLC_BYTES.*'32M'"):
             plan.streams(1 << 30)
     finally:
         monkeypatch.undo()
-        plan.cache_bytes.cache_clear()
+        plan.llc_bytes.cache_clear()
