@@ -8,8 +8,8 @@ import jinja2
 
 from .dtypes import TABLE
 from .isa import TIERS
-from .space import conversions
-from .transpose import interleave, network
+from .space import LINE, conversions
+from .transpose import deinterleave, interleave, network
 
 MAX_NODES = 24  # outer nodes a piece may have (problem.py never needs more than 2 per axis)
 # Work-item sizes: large enough to amortise the item loop, small enough to balance threads.
@@ -39,7 +39,7 @@ def _env() -> jinja2.Environment:
 def _tile_context(spec):
     vector = spec.vector
     if vector is None:
-        return {"vector": None, "networks": [], "store_rows": []}
+        return {"vector": None, "networks": [], "store_rows": [], "narrow": []}
     tiles = spec.tile_a // spec.tile
     nets = [network(vector, spec.esize, "s + ro[{row}]", f"t{t}", t * spec.tile)
             for t in range(tiles)]
@@ -47,7 +47,20 @@ def _tile_context(spec):
     for col in range(spec.tile):
         rows.append((col, [(t, next(r for r, c in nets[t][1].items() if c == col))
                            for t in range(tiles)]))
-    return {"vector": vector, "networks": nets, "store_rows": rows}
+    narrow = []
+    for groups in spec.narrow:
+        # rows per de-interleaved block; blocks per call: a cache line of each column
+        block = spec.tile * spec.tile // groups
+        stmts, stores = [], []
+        for t in range(max(1, LINE // (block * spec.esize))):
+            more, runs = deinterleave(vector, spec.esize, groups, "s + ro[{row}]",
+                                      f"n{t}", t * block)
+            stmts += more
+            stores += [(g, t * block * spec.esize + off, reg)
+                       for g, run in enumerate(runs) for off, reg in run]
+        narrow.append((groups, len(stores) // groups * vector.nbytes // spec.esize,
+                       stmts, stores))
+    return {"vector": vector, "networks": nets, "store_rows": rows, "narrow": narrow}
 
 
 def render_kernel(spec, linkage: str = "") -> str:

@@ -71,6 +71,8 @@ def kernels(op=None):
 
 # Elements of src-contiguous B the tile aims for (its converting lines get long enough).
 B_ELEMS = 64
+# Rows of A a tile's offset table may hold (8 MB).
+TILE_ROWS = 1 << 20
 
 
 def _size(nest) -> int:
@@ -90,6 +92,12 @@ def _chain(first, nodes, side: str, limit: int) -> tuple:
             return nest
         nest += (nxt[0],)
     return nest
+
+
+def _follows(nest, step: int) -> bool:
+    """Whether a nest's elements are `step` apart in src, in order (rows of `step` elements
+    that follow each other)."""
+    return all(n.src == step * _size(nest[:k]) for k, n in enumerate(nest))
 
 
 def choose(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: bool = True,
@@ -134,19 +142,35 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
             (later if groups == 16 and not pad and stream else out).append(
                 (space.KernelSpec("reorder", "interleave", esize, False, tier, groups=groups),
                  inner, b, [n for n in nodes[:-1] if n is not b]))
-    if tile and not zero and inner.dst == 1:
+    # A tile's row table holds at most TILE_ROWS rows: a longer innermost node is split in
+    # two (by its largest power-of-two factor up to TILE_ROWS), or gets no tile.
+    rows, others = inner, nodes[:-1]
+    if inner.n > TILE_ROWS:
+        k = math.gcd(inner.n, TILE_ROWS)
+        rows = Node(k, inner.src, inner.dst, inner.scl)
+        others = others + [Node(inner.n // k, inner.src * k, inner.dst * k, inner.scl * k)]
+    if tile and not zero and inner.dst == 1 and (rows is inner or rows.n >= TILE_ROWS >> 8):
         width = space.TILE_WIDTH[esize]
         # B: src-contiguous nodes from one of stride 1, long enough for long converted lines
         # (or, if A needs one of them, for the tile); A: dst-contiguous nodes from the
         # innermost, a line's worth
-        nests = ((a, b) for first in reversed(nodes[:-1]) if first.src == 1
-                 for b in (_chain(first, nodes[:-1], "src", limit) for limit in (B_ELEMS, width))
-                 for a in [_chain(inner, [n for n in nodes[:-1] if n not in b], "dst",
-                                  1 if pad else space.LINE // esize)])
+        nests = [(a, b) for first in reversed(others) if first.src == 1
+                 for b in (_chain(first, others, "src", limit) for limit in (B_ELEMS, width))
+                 for a in [_chain(rows, [n for n in others if n not in b], "dst",
+                                  1 if pad else space.LINE // esize)]]
         a, b = next(((a, b) for a, b in nests
                       if _size(a) + pad >= width and _size(b) >= width), (None, None))
+        # else B narrower than a row: rows of _size(b) elements that follow each other (in
+        # src, or in a conversion's buffer, where they may keep their gap to a narrow
+        # width) are read W at a time and de-interleaved
+        narrow = spec("tile").narrow
+        a, b = (a, b) if a else next(((a, b) for a, b in nests if not pad and (
+            _size(b) in narrow and _size(a) >= width * width // _size(b)
+            and _follows(a, _size(b)) or convert and _size(b) < width
+            and (_size(b) in narrow or a[0].src in narrow and a[0].src > _size(b)))),
+            (None, None))
         if a:
-            out.append((spec("tile"), a, b, [n for n in nodes[:-1] if n not in a + b]))
+            out.append((spec("tile"), a, b, [n for n in others if n not in a + b]))
     out += later
     b, outer = (nodes[-2], nodes[:-2]) if len(nodes) > 1 else (Node(1, 0, 0), [])
     if inner.dst == 1 and (zero or inner.src == 1):

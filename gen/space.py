@@ -22,6 +22,7 @@ KINDS = ("run", "tile", "strided")  # the kinds that also convert
 GROUPS = (2, 4, 8, 16)  # rows of the interleave kind
 RESAMPLE_DTYPES = ("f32", "bf16", "f16", "s8", "u8")
 TILE_WIDTH = {1: 16, 2: 8, 4: 8, 8: 4}  # tile is W x W elements; a row is one register
+NARROW = (2, 4)  # tile: B widths under a row that it de-interleaves (see KernelSpec.narrow)
 LINE = 64  # bytes: the tile kernel writes whole cache lines of the destination
 
 
@@ -57,6 +58,13 @@ class KernelSpec:
     @property
     def tile(self) -> int:
         return TILE_WIDTH[self.esize]
+
+    @property
+    def narrow(self) -> tuple:
+        """Tile: the B widths under a row (NARROW) it also runs, its rows then following
+        each other in the source (or in a conversion's buffer): blocked sources such as
+        nChw4c or ABcd4b16a4b read along their small inner block."""
+        return tuple(g for g in NARROW if g < self.tile) if self.vector else ()
 
     @property
     def tile_a(self) -> int:

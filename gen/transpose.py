@@ -27,11 +27,11 @@ def _load(vector, addr, row):
             f": {vector.zero})")
 
 
-def network(vector, esize, row_addr, prefix="", first_row=0):
+def network(vector, esize, row_addr, prefix="", first_row=0, row_step=1):
     """(statements, column_of_register): C statements that load a W x W tile and transpose
     it, and for each output register name the tile column it holds. Tile row i is row
-    first_row + i of the caller, at `row_addr.format(row=first_row + i)`, or zeros when that
-    row is at or past the C variable `valid`."""
+    first_row + i * row_step of the caller, at `row_addr.format(row=...)` of that row, or
+    zeros when that row is at or past the C variable `valid`."""
     w = vector.nbytes // esize
     half = vector.nbytes // 2
     labels = [[(r, c, k) for c in range(w) for k in range(esize)] for r in range(w)]
@@ -43,7 +43,7 @@ def network(vector, esize, row_addr, prefix="", first_row=0):
         last = w // 2
         for i in range(w):
             r, part = i % last, (i // last) * half
-            lo, hi = first_row + r, first_row + r + last
+            lo, hi = first_row + r * row_step, first_row + (r + last) * row_step
             lo = _load(vector.half, f"{row_addr.format(row=lo)} + {part}", lo)
             hi = _load(vector.half, f"{row_addr.format(row=hi)} + {part}", hi)
             stmts.append(f"const {vector.ctype} {names[i]} = "
@@ -51,8 +51,9 @@ def network(vector, esize, row_addr, prefix="", first_row=0):
             rows.append(labels[r][part:part + half] + labels[r + last][part:part + half])
     else:
         for i in range(w):
+            row = first_row + i * row_step
             stmts.append(f"const {vector.ctype} {names[i]} = "
-                         f"{_load(vector, row_addr.format(row=first_row + i), first_row + i)};")
+                         f"{_load(vector, row_addr.format(row=row), row)};")
         rows = labels
     stage, step = 0, 1
     while step < last:
@@ -84,22 +85,53 @@ def interleave(vector, esize, groups, row_addr):
     """(statements, stores): C statements that interleave `groups` rows of W elements (row g
     at `row_addr.format(row=g)`, or zeros when g is at or past the C variable `valid`: the
     destination's padding) into groups * W contiguous elements (element b of row g goes to
-    b * groups + g), and the (byte offset, register) pairs that store them. log2(groups)
-    stages interleave register i with i + groups/2; where the ops work within lanes, the
-    stores put the lanes back in order (joining two lanes with `vector.lanes`). Checked by
-    simulation like `network`."""
+    b * groups + g), and the (byte offset, register) pairs that store them."""
     w = vector.nbytes // esize
-    names = [f"r{g}" for g in range(groups)]
-    rows = [[(g, b) for b in range(w) for _ in range(esize)] for g in range(groups)]
     stmts = [f"const {vector.ctype} r{g} = {_load(vector, row_addr.format(row=g), g)};"
              for g in range(groups)]
+    more, stores = _zip(vector, esize, [f"r{g}" for g in range(groups)], "")
+    assert len(stores) * vector.nbytes == groups * w * esize
+    return stmts + more, stores
+
+
+def deinterleave(vector, esize, groups, row_addr, prefix="", first_row=0):
+    """(statements, stores): the inverse of `interleave` for groups < W: a source block of
+    W * W contiguous elements whose element a * groups + g is row a's element g (W / groups
+    rows per register: register i loads row first_row + i * W / groups) split into
+    `groups` runs of W * W / groups elements, run g holding element g of every row; stores[g]
+    lists run g's (byte offset, register) pairs. The W x W transpose leaves, in the register
+    of column j * groups + g, element g of rows j, j + W/groups, ...; interleaving those W /
+    groups registers puts run g in order. Checked by simulation like `network`."""
+    w = vector.nbytes // esize
+    k = w // groups
+    assert 1 < k and k * groups == w, (groups, w)
+    stmts, columns = network(vector, esize, row_addr, prefix, first_row, row_step=k)
+    register = {col: name for name, col in columns.items()}
+    stores = []
+    for g in range(groups):
+        more, run = _zip(vector, esize, [register[j * groups + g] for j in range(k)],
+                         f"{prefix}g{g}")
+        stmts += more
+        stores.append(run)
+    return stmts, stores
+
+
+def _zip(vector, esize, names, prefix):
+    """(statements, stores): the registers `names` (rows of W elements) interleaved, element
+    b of row g to b * len(names) + g. log2(rows) stages interleave register i with i +
+    rows/2; where the ops work within lanes, the stores put the lanes back in order (joining
+    two lanes with `vector.lanes`). Checked by simulation like `network`."""
+    w = vector.nbytes // esize
+    groups = len(names)
+    rows = [[(g, b) for b in range(w) for _ in range(esize)] for g in range(groups)]
+    stmts = []
     op, half, stage = vector.interleave[esize], groups // 2, 0
     while 1 << stage < groups:
         new_rows, new_names = [], []
         for i in range(half):
             a, b = names[i], names[i + half]
             for high, fmt in ((False, op.lo), (True, op.hi)):
-                name = f"s{stage}_{len(new_names)}"
+                name = f"{prefix}s{stage}_{len(new_names)}"
                 stmts.append(f"const {vector.ctype} {name} = {fmt.format(a=a, b=b)};")
                 new_rows.append(_interleave(rows[i], rows[i + half], esize, op.lane, high))
                 new_names.append(name)
@@ -121,7 +153,7 @@ def interleave(vector, esize, groups, row_addr):
             reg = parts[0][0]
         else:
             (ra, la), (rb, lb) = parts  # two lanes: join them
-            reg = f"o{out // vector.nbytes}"
+            reg = f"{prefix}o{out // vector.nbytes}"
             stmts.append(f"const {vector.ctype} {reg} = "
                          f"{vector.lanes.format(a=ra, b=rb, imm=la | (2 + lb) << 4)};")
         stores.append((out, reg))

@@ -29,7 +29,7 @@ BF16 = cr.BF16
 TYPES = cr.TYPES
 SHAPE = (2, 19, 3, 5)  # C = 19: nChw16c / nChw8c destinations are padded
 PAIRS = [(s, d) for s in TYPES for d in TYPES]
-LAYOUTS = [("nchw", "nChw16c"), ("nChw8c", "nhwc"), ("nchw", "nhwc")]
+LAYOUTS = [("nchw", "nChw16c"), ("nChw8c", "nhwc"), ("nchw", "nhwc"), ("aBcd4b", "nchw")]
 NAN_BITS = {"f32": 0x7FC00000, "bf16": 0x7FC0, "f16": 0x7E00, "s8": 0x80, "u8": 0xFF,
             "s32": 0x80000000}
 # per-channel scales for C = 19: negative, zero, inexact, tiny and large values
@@ -423,6 +423,25 @@ def test_per_axis_scales_weights_layout(mask):
     run_convert(a, "hwio", "bf16", "OIhw16i16o", {"scales": s, "scale_mask": mask})
     q = tensor("s8", shape, "w8", mask)
     run_convert(q, "OIhw16i16o", "f32", "oihw", {"scales": s, "scale_mask": mask})
+
+
+NARROW = [((2, 19, 13, 11), "aBcd4b", "nchw"), ((2, 19, 13, 11), "aBcd2b", "nchw"),
+          ((38, 21, 5, 3), "ABcd4b16a4b", "bdca"), ((3, 6, 7, 140), "aBcd4b", "abcd"),
+          ((2, 5, 3, 200), "aBcd4b", "abcd")]
+
+
+@pytest.mark.parametrize("sdt,ddt", [("f32", "bf16"), ("s8", "f32"), ("f32", "s8"),
+                                     ("f16", "f32"), ("u8", "u8")])
+def test_narrow_blocked_sources(sdt, ddt):
+    """Sources read along a small inner block (2 or 4 channels), whole and partial blocks,
+    rows more and fewer than a de-interleaved call, with per-channel scales; 1 and 2
+    threads."""
+    for shape, sspec, dspec in NARROW:
+        a = tensor(sdt, shape, "narrow", sspec)
+        s = mask_scales(shape, 2, rng_of("narrow", shape))
+        for threads in (1, 2):
+            run_convert(a, sspec, ddt, dspec, {"scales": s, "scale_mask": 2}, threads=threads)
+            run_convert(a, sspec, ddt, dspec, threads=threads)
 
 
 def test_scales_on_other_ranks():
