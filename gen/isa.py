@@ -54,6 +54,7 @@ class Isa:
     fence: str = ""  # orders streaming stores before the kernel returns
     convert: str = ""  # template of the vector conversion snippets (templates/cvt_*.j2)
     floats: "Floats | None" = None
+    convert_wide: str = ""  # template of 16-float conversion snippets, taken first where set
 
 
 def _sse_interleaves():
@@ -86,5 +87,5 @@ TIERS = {
                                 "-mavx2", "-mfma", "-mf16c"),
                   ("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx2", "fma", "f16c"),
                   {16: _XMM, 32: _YMM}, "_mm_sfence()", "cvt_avx2.j2",
-                  Floats("__m512", "_mm512", 16)),
+                  Floats("__m512", "_mm512", 16), "cvt_avx512.j2"),
 }

@@ -75,3 +75,46 @@ def test_gen_isa_higher_than_the_cpu_is_refused():
     proc = subprocess.run([sys.executable, "-c", "import gen; gen.isa()"], env=env,
                           capture_output=True, text=True)
     assert proc.returncode != 0 and "GEN_ISA" in proc.stderr
+
+
+# Conversions: lines of every length class of the vector loops (16-float steps on avx512,
+# 8-float ones, the scalar tail), and destinations large enough to stream (conftest sets
+# GEN_LLC_BYTES=0, so from 2 MiB).
+TYPES = ["f32", "bf16", "f16", "s8", "u8", "s32"]
+CONVERSIONS = [(n, s, d, attrs) for n in (7, 100, 1003) for s in TYPES for d in TYPES
+               for attrs in ({}, {"scales": 0.75, "src_zero_point": 3, "dst_zero_point": 2,
+                                  "sum_scale": 0.5})]
+CONVERSIONS += [((1 << 20) + 3, "f32", "bf16", {}), ((1 << 21) + 5, "s8", "f32", {"scales": 3.0})]
+
+CONVERT_SCRIPT = r"""
+import json, sys
+sys.path.insert(0, sys.argv[2])
+import numpy as np, gen, convert_reference as cr
+out = {"isa": gen.isa(), "results": []}
+for n, s, d, attrs in json.loads(sys.argv[1]):
+    rng = np.random.default_rng(n)
+    a, old = cr.make_tensor(s, (n,), rng), cr.make_tensor(d, (n,), rng)
+    src, dst = gen.Memory(gen.MemoryDesc((n,), s)), gen.Memory(gen.MemoryDesc((n,), d))
+    src.data[:] = np.ascontiguousarray(a).view(np.uint8)
+    dst.data[:] = np.ascontiguousarray(old).view(np.uint8)
+    gen.reorder(src, dst, **attrs)
+    out["results"].append(bytes(dst.data).hex())
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("tier", registry.supported())
+def test_tier_conversions_match_reference(tier):
+    import convert_reference as cr
+    here = os.path.dirname(os.path.abspath(__file__))
+    proc = subprocess.run([sys.executable, "-c", CONVERT_SCRIPT, json.dumps(CONVERSIONS), here],
+                          env=dict(os.environ, GEN_ISA=tier), capture_output=True, text=True,
+                          check=True)
+    got = json.loads(proc.stdout)
+    assert got["isa"] == tier
+    for (n, s, d, attrs), raw in zip(CONVERSIONS, got["results"], strict=True):
+        rng = np.random.default_rng(n)
+        a, old = cr.make_tensor(s, (n,), rng), cr.make_tensor(d, (n,), rng)
+        want = cr.reference_reorder(a, d, dst_old=old, **attrs)
+        result = np.frombuffer(bytes.fromhex(raw), np.ascontiguousarray(want).dtype)
+        cr.assert_same(result, want, a, f"{tier} {n} {s}->{d} {attrs}")
