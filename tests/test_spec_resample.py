@@ -448,6 +448,22 @@ def test_backward_memory_layouts(case, fmt, alg):
     assert not padding_bytes(r).any(), "padding not zero"
 
 
+@pytest.mark.parametrize("alg", ALGS)
+@pytest.mark.parametrize("fmt", ["nchw", "nhwc", "nChw16c"])
+def test_backward_rows_no_output_reached_are_written(fmt, alg):
+    """Backward of a 2x down-sampling (nearest: half the rows of diff_src get no
+    contribution) into a destination full of NaN: every element is written."""
+    dy = random_data((2, 19, 7, 9), "f32", rng_for("bwd-zero-rows", fmt, alg))
+    sd, dd = gen.MemoryDesc(dy.shape, "f32", fmt), gen.MemoryDesc((2, 19, 14, 18), "f32", fmt)
+    dst = gen.Memory(dd)
+    dst.data[:] = 0xFF
+    for threads in (1, 2):
+        gen.ResampleBackward(sd, dd, alg=alg)(mem_from(dy, fmt), dst, threads=threads)
+        got = mem_logical(dst)
+        check_backward(dy, got, (14, 18), alg, "f32", "backward %s into NaN" % fmt)
+        assert not padding_bytes(dst).any(), "padding not zero"
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "f16", "s8", "u8"])
 @pytest.mark.parametrize("fmt", ["nhwc", "nChw16c", "nchw"])
 def test_memory_layouts_other_types(dtype, fmt):
