@@ -24,10 +24,11 @@ from gen.ops import resample as rs
 import resample_reference as rr
 
 # (logical source dims, output spatial, format): 2x up and down, non-integer ratios, channel
-# runs with tails (19 = 16 + 3), two channel chunks (300 > 256), a blocked run of 16, 1-D
+# runs with tails (19 = 16 + 3), two channel chunks (300 > 256), a blocked run of 16, 1-D, a
+# last axis that shrinks with runs of 40
 CASES = [((2, 19, 7, 9), (14, 18), "nhwc"), ((1, 40, 9, 8), (5, 13), "nhwc"),
          ((1, 300, 3, 4), (7, 5), "nhwc"), ((2, 32, 5, 6), (11, 4), "nChw16c"),
-         ((3, 24, 10), (23,), "nwc")]
+         ((3, 24, 10), (23,), "nwc"), ((1, 40, 6, 20), (4, 9), "nhwc")]
 
 
 def direct_flag(src, out_spatial, fmt, dtype="f32"):
@@ -46,6 +47,7 @@ def test_direct_gives_the_buffers_bits(dims, out_spatial, fmt, monkeypatch):
     dy = gen.Memory.from_array((rng.standard_normal(dims[:2] + out_spatial) * 4)
                                .astype(np.float32), format=fmt)
     results = {}
+    monkeypatch.setattr(rs, "DIRECT_RUNS", 1 << 60)  # in cache: never direct
     for stream_bytes in (1 << 60, 0):
         monkeypatch.setattr(plan, "STREAM_BYTES", stream_bytes)
         rs._plan_of.cache_clear()
@@ -78,6 +80,12 @@ def test_direct_only_where_it_measured_faster(monkeypatch):
     monkeypatch.setattr(plan, "STREAM_BYTES", 1 << 60)
     rs._plan_of.cache_clear()
     assert direct_flag(x[:, :, 0], (10, 12), "nhwc") == 0
+    # in cache, a last axis that shrinks with runs of 32 channels or more
+    y = rng.standard_normal((1, 32, 4, 12)).astype(np.float32)
+    assert direct_flag(y, (2, 6), "nhwc") == 1
+    assert direct_flag(y, (2, 13), "nhwc") == 0
+    assert direct_flag(y[:, :16], (2, 6), "nhwc") == 0
+    assert direct_flag(y, (2, 6), "nChw16c") == 0
     rs._plan_of.cache_clear()
 
 
