@@ -193,6 +193,9 @@ REORDERS = [
      {"sum_scale": -1.25, "dst_zero_point": 1}, True),
     ("weights_s8_mask1", (20, 19, 3, 3), "f32:oihw", "s8:OIhw4i16o4i",
      {"scales": "per_0", "scale_mask": 1}, False),
+    # tiles whose B is narrower than a row: rows that follow each other, a converted gap
+    ("narrow_move", (2, 8, 9, 11), "f32:aBcd4b", "f32:nchw", {}, True),
+    ("narrow_f32_bf16", (3, 19, 5, 7), "f32:aBcd4b", "bf16:nchw", {"scales": [0.5]}, True),
     # large enough for the OpenMP path (traffic >= 2 x 128 KiB)
     ("big_nchw_nhwc", (2, 32, 24, 24), "f32:nchw", "f32:nhwc", {}, False),
     ("big_bf16_f32", (2, 40, 24, 24), "bf16:nChw16c", "f32:nhwc", {}, False),
