@@ -90,7 +90,8 @@ def _choose_args(piece, esize, convert):
 
 def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic=None):
     """Per piece: (kernel spec on `tier`, the gen_piece fields as a dict). `choice`: measured
-    wisdom.Choice (a kernel kind per piece, streaming stores or not) instead of the guess.
+    wisdom.Choice (a kernel kind per piece, streaming stores or not, the loops' order) instead
+    of the guess.
     `traffic`: the bytes a call reads and writes (see streams)."""
     esize = problem.esize  # dst's element size
     src_esize = TABLE[convert.src].size if convert else esize
@@ -101,6 +102,8 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
         spec, a, b, outer = registry.choose(*_choose_args(piece, esize, convert), tier=tier,
                                             prefer=choice.kinds[i] if choice else None,
                                             stream=guess)
+        if choice and choice.order == "src":  # measured: the source's order (stable sort)
+            outer = sorted(outer, key=lambda n: -abs(n.src))
         if len(outer) > codegen.MAX_NODES:
             raise Error(f"layout pair needs {len(outer)} loop nodes, more than "
                         f"{codegen.MAX_NODES}")

@@ -16,9 +16,12 @@ from . import codegen, space
 from .errors import Error
 from .isa import TIERS
 
-# A kernel kind per piece of the problem, and whether large stores stream past the cache.
-Choice = namedtuple("Choice", "kinds stream")
-FORMAT = "gen wisdom 1"
+# A kernel kind per piece of the problem, whether large stores stream past the cache, and the
+# order of the loops around the kernel: ORDERS[0] the destination's (the guess), [1] the
+# source's (smallest source stride innermost).
+ORDERS = ("dst", "src")
+Choice = namedtuple("Choice", "kinds stream order", defaults=(ORDERS[0],))
+FORMAT = "gen wisdom 2"
 _known: "dict[str, Choice]" = {}
 
 
@@ -53,7 +56,7 @@ def forget() -> None:
 def save(path) -> int:
     """Writes this process's wisdom to `path` (JSON); returns the number of problems."""
     data = {"format": FORMAT, "stamp": stamp(),
-            "problems": {k: {"kinds": list(c.kinds), "stream": c.stream}
+            "problems": {k: {"kinds": list(c.kinds), "stream": c.stream, "order": c.order}
                          for k, c in sorted(_known.items())}}
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
@@ -81,10 +84,13 @@ def load(path) -> int:
         raise Error(f"wisdom file {str(path)!r} was made by another build of gen "
                     f"(stamp {data.get('stamp')!r}, this build's {stamp()!r})")
     try:
-        read = {k: Choice(tuple(str(kind) for kind in v["kinds"]), int(v["stream"]))
+        read = {k: Choice(tuple(str(kind) for kind in v["kinds"]), int(v["stream"]),
+                          str(v["order"]))
                 for k, v in data["problems"].items()}
     except (KeyError, TypeError, ValueError, AttributeError):
         raise Error(f"wisdom file {str(path)!r} is malformed") from None
+    if any(c.order not in ORDERS for c in read.values()):
+        raise Error(f"wisdom file {str(path)!r} is malformed")
     _known.update(read)
     _plans_changed()
     return len(read)

@@ -29,11 +29,12 @@ def no_wisdom():
 
 
 def _every_choice(problem, convert):
-    """Every (kinds, stream) combination of a problem's pieces."""
+    """Every (kinds, stream, order) combination of a problem's pieces."""
     combos = [()]
     for options in plan.choices(problem, convert):
         combos = [c + (k,) for c in combos for k in options]
-    return [wisdom.Choice(kinds, stream) for kinds in combos for stream in (0, 1)]
+    return [wisdom.Choice(kinds, stream, order) for kinds in combos for stream in (0, 1)
+            for order in wisdom.ORDERS]
 
 
 @pytest.mark.parametrize("dims,src,dst", PAIRS)
@@ -82,6 +83,7 @@ def test_tune_keeps_a_measured_choice_and_the_bits():
     assert len(res["candidates"]) >= 3  # tile, interleave, strided (and streaming)
     assert all(t > 0 for t in res["candidates"].values())
     assert any(name.startswith(prim.kernel + " ") for name in res["candidates"])
+    assert any(name.endswith(" order=src") for name in res["candidates"])
     out = prim(s, gen.Memory(dst))
     assert out.data.tobytes() == ref.pack(a, "nChw8c", dst.nbytes).tobytes()
     # wisdom: the functional call and a new primitive of the same problem take the choice
@@ -141,6 +143,19 @@ def test_wisdom_file_round_trip(tmp_path):
     assert run_py(code, tmp_path).stdout.strip() == "ok"
 
 
+def test_wisdom_file_keeps_the_loop_order(tmp_path):
+    src, dst = gen.MemoryDesc((8, 64, 9, 9), "f32", "nchw"), \
+        gen.MemoryDesc((8, 64, 9, 9), "f32", "nhwc")
+    p = gen.Reorder(src, dst)._plan
+    choice = wisdom.Choice(tuple(plan.choices(p.problem)[0][:1]), 1, "src")
+    wisdom.record(p.key(), choice)
+    assert gen.save_wisdom(tmp_path / "w.json") == 1
+    gen.forget_wisdom()
+    assert wisdom.lookup(p.key()) is None
+    assert gen.load_wisdom(tmp_path / "w.json") == 1
+    assert wisdom.lookup(p.key()) == choice
+
+
 def test_wisdom_files_that_are_refused(tmp_path):
     raises_gen(lambda: gen.load_wisdom(tmp_path / "missing.json"), "missing.json")
     bad = tmp_path / "bad.json"
@@ -152,6 +167,10 @@ def test_wisdom_files_that_are_refused(tmp_path):
     raises_gen(lambda: gen.load_wisdom(bad), "another build")
     bad.write_text(json.dumps({"format": wisdom.FORMAT, "stamp": wisdom.stamp(),
                                "problems": {"k": {"kinds": 3}}}))
+    raises_gen(lambda: gen.load_wisdom(bad), "malformed")
+    bad.write_text(json.dumps({"format": wisdom.FORMAT, "stamp": wisdom.stamp(),
+                               "problems": {"k": {"kinds": ["tile"], "stream": 0,
+                                                  "order": "sideways"}}}))
     raises_gen(lambda: gen.load_wisdom(bad), "malformed")
     raises_gen(lambda: gen.save_wisdom(tmp_path / "no" / "dir" / "w.json"), "cannot write")
 
