@@ -2,8 +2,9 @@
 fastest, in the primitive and in this process's wisdom (gen/wisdom.py).
 
 The search is per piece (a problem has a few pieces, each with 1-4 kernel kinds), then for
-streaming stores on and off, then for the loops in the destination's or the source's order: each candidate plan runs on scratch buffers of the primitive's
-descriptors, and its median time over `repeat` calls counts.
+streaming stores on and off, then for the loops in the destination's or the source's order:
+each candidate plan runs on scratch buffers of the primitive's descriptors, and its median
+time over `repeat` calls counts.
 """
 from __future__ import annotations
 

@@ -191,9 +191,9 @@ class _Plan:
             # channel runs of a vector or more, a destination in memory: each output straight
             # from the source (measured 10 % faster there, 20 % slower in cache; trilinear's 4
             # taps: 2.5x slower); in cache too where the last axis shrinks and the runs hold
-            # DIRECT_RUNS channels or more, so that the buffer's pass costs more than the outputs read
-            # again (NHWC 2x down, 64 channels 86 -> 78 us, 32: 45 -> 40; 16, and nChw16c's
-            # blocks: 5-10 % slower)
+            # DIRECT_RUNS channels or more, so that the buffer's pass costs more than reading
+            # the outputs' taps again (NHWC 2x down, 64 channels 86 -> 78 us, 32: 45 -> 40;
+            # 16, and nChw16c's blocks: 5-10 % slower)
             shrinks = key.dims_out[-1] < key.dims_in[-1] and int(runs.min()) >= DIRECT_RUNS
             tb.scalar("direct", tb.fields["taps2"] == 2 and tb.fields["kmax"] <= 2
                       and dtypes.name(key.dtype) == "f32" and int(runs.min()) >= 8
