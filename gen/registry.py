@@ -143,9 +143,10 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
                 (space.KernelSpec("reorder", "interleave", esize, False, tier, groups=groups),
                  inner, b, [n for n in nodes[:-1] if n is not b]))
     # A tile's row table holds at most TILE_ROWS rows: a longer innermost node is split in
-    # two (by its largest power-of-two factor up to TILE_ROWS), or gets no tile.
+    # two (by its largest power-of-two factor up to TILE_ROWS), or gets no tile; not when
+    # padding follows it (the tile writes it after each run of A, which must stay whole).
     rows, others = inner, nodes[:-1]
-    if inner.n > TILE_ROWS:
+    if inner.n > TILE_ROWS and not pad:
         k = math.gcd(inner.n, TILE_ROWS)
         rows = Node(k, inner.src, inner.dst, inner.scl)
         others = others + [Node(inner.n // k, inner.src * k, inner.dst * k, inner.scl * k)]

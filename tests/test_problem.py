@@ -133,6 +133,25 @@ def test_tile_takes_nests_of_nodes():
     assert a == nodes((4, 2880, 1), (160, 18, 4)) and b == nodes((18, 1, 456320))
 
 
+def test_tile_splits_a_long_innermost_node_only_without_padding():
+    """A tile's row table holds at most TILE_ROWS rows: a longer innermost node becomes two
+    (its power-of-two part as A), unless padding follows each run of A (written after A,
+    which must then stay whole); without a power-of-two part of 2^12 or more, no tile."""
+    from gen import registry
+    rows = registry.TILE_ROWS
+    n = 2 * rows
+    spec, a, b, outer = registry.choose(nodes((16, 1, n), (n, 16, 1)), False, 4)
+    assert spec.kind == "tile"
+    assert a == nodes((rows, 16, 1)) and b == nodes((16, 1, n))
+    assert outer == list(nodes((2, 16 * rows, rows)))
+    spec, a, b, outer = registry.choose(nodes((16, 1, n + 4096), (n, 16, 1)), False, 4,
+                                        pad=4096)
+    assert spec.kind == "tile" and a == nodes((n, 16, 1)) and outer == []
+    odd = rows + 11
+    kinds = [o[0].kind for o in registry.options(nodes((16, 1, odd), (odd, 16, 1)), False, 4)]
+    assert "tile" not in kinds
+
+
 def tile_lines(dims, src, dst, src_strides=None):
     s = gen.MemoryDesc(dims, "f32", src, strides=src_strides)
     d = gen.MemoryDesc(dims, "f32", dst)
