@@ -75,6 +75,7 @@ LARGE_REORDERS = [
     ((5, 3, 171, 173), "nchw", "nChw8c", np.float32),  # interleave, 4 MiB and more
     ((3, 37, 67, 69), "nhwc", "nChw16c", np.float16),
     ((1001, 1037), "ab", "ba", np.float32),
+    ((7, 37, 97, 131), "abcd", "bacd", np.uint8),    # run kind: odd runs of 12707 bytes
 ]
 
 # (dims, src dtype, src tag, dst dtype, dst tag, attrs)
