@@ -73,6 +73,9 @@ def kernels(op=None):
 B_ELEMS = 64
 # Rows of A a tile's offset table may hold (8 MB).
 TILE_ROWS = 1 << 20
+# Destination bytes of a run (with its padding) from which the run kind, when streaming,
+# walks runs in the source's order.
+RUN_LINE = 256
 
 
 def _size(nest) -> int:
@@ -175,8 +178,16 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
     out += later
     b, outer = (nodes[-2], nodes[:-2]) if len(nodes) > 1 else (Node(1, 0, 0), [])
     if inner.dst == 1 and (zero or inner.src == 1):
+        # Runs that fill whole streamed lines go along the node that continues them in src:
+        # one read stream instead of a jump per run; the scattered writes cost little when
+        # streamed (shuffle nchw 32x256x28x28 g4 1.26x, rand00's padded 512-byte lines
+        # 1.13x faster; runs of 16 bytes 4 % slower)
+        follow = [n for n in nodes[:-1] if n.src == inner.n]
+        run_b, run_outer = b, outer
+        if stream and not zero and follow and (inner.n + pad) * esize >= RUN_LINE:
+            run_b, run_outer = follow[-1], [n for n in nodes[:-1] if n is not follow[-1]]
         if convert:
-            out.append((spec("run"), inner, b, outer))
+            out.append((spec("run"), inner, run_b, run_outer))
         else:
-            out.append((spec("run", 1), Node(inner.n * esize, 1, 1), b, outer))
+            out.append((spec("run", 1), Node(inner.n * esize, 1, 1), run_b, run_outer))
     return out + [(spec("strided"), inner, b, outer)]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import gen
-from gen import plan, problem
+from gen import plan, problem, registry
 from gen.problem import Layout, Node, normalise, simplify
 
 
@@ -245,6 +245,29 @@ def test_tile_streams_only_past_sixteen_runs():
     assert streams((256, 256, 3, 3), "oihw", "OIhw16i16o") == [("tile", 0)]
     assert streams(big, "nChw16c", "nchw", ("f32", "bf16")) == [("tile", 1)]
     assert streams((2, 64, 56, 56), "nchw", "nhwc") == [("tile", 0)]
+
+
+def run_b(dims, src, dst, dtype="f32"):
+    """The run kind's B node of a copy of dims: (n, src stride, dst stride), strides in bytes."""
+    s, d = gen.MemoryDesc(dims, dtype, src), gen.MemoryDesc(dims, dtype, dst)
+    problem_ = normalise(dims, Layout.of_desc(s), Layout.of_desc(d), d.itemsize)
+    [(spec, f)] = plan.bind(problem_, d.nbytes)
+    assert spec.kind == "run", spec
+    return f["b_n"], f["b_src"], f["b_dst"]
+
+
+def test_streamed_runs_follow_the_source():
+    """When the destination streams and a run fills RUN_LINE bytes or more, the run kind steps
+    along the node that continues the run in src (reads in order); otherwise along the next
+    node of dst."""
+    mib = 1 << 20
+    assert registry.RUN_LINE == 256
+    # planes of 4 MiB, outer axes swapped: 60 MiB streams, 120 KB does not
+    assert run_b((5, 3, 1024, 1024), "abcd", "bacd") == (3, 4 * mib, 20 * mib)
+    assert run_b((5, 3, 64, 32), "abcd", "bacd") == (5, 24576, 8192)
+    # u8 runs of 256 and 127 bytes into 3.9 MB
+    assert run_b((1024, 3, 5, 256), "abcd", "acbd", "u8") == (5, 256, 768)
+    assert run_b((2048, 3, 5, 127), "abcd", "acbd", "u8") == (3, 635, 127)
 
 
 def test_calls_that_fit_in_the_cache_never_stream(monkeypatch):
