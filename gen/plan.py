@@ -102,7 +102,10 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
         spec, a, b, outer = registry.choose(*_choose_args(piece, esize, convert), tier=tier,
                                             prefer=choice.kinds[i] if choice else None,
                                             stream=guess)
-        if choice and choice.order == "src":  # measured: the source's order (stable sort)
+        order = choice.order if choice else wisdom.ORDERS[0]
+        if order == "auto":
+            order = loop_order(outer, src_esize, esize, piece.zero)
+        if order == "src":  # the source's order (a stable sort)
             outer = sorted(outer, key=lambda n: -abs(n.src))
         if len(outer) > codegen.MAX_NODES:
             raise Error(f"layout pair needs {len(outer)} loop nodes, more than "
@@ -132,6 +135,21 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
             "b_n": b.n, "b_src": b.src * src_esize, "b_dst": b.dst * esize, "b_scl": b.scl,
             "pad": piece.pad * esize, "stream": int(piece_stream), "lines": lines, **tables}))
     return out
+
+
+def loop_order(outer, src_esize: int, esize: int, zero: bool) -> str:
+    """The guessed order of the loops around a piece's kernel ("src" or "dst"): the side whose
+    smallest outer stride (in bytes) is the shorter step goes innermost, so that the items
+    that follow each other touch memory nearby on that side; the source on a tie, as a read
+    that jumps stalls where a write does not. Measured on Zen5 against the destination's order
+    at 1 / 2 threads: rand00 (runs, 152-byte source steps) 1.24 / 1.15x, rand01 1.12 / 1.10x,
+    rand02 (narrow tile, 256 against 380) 1.25 / 1.05x, rand04 1.05x; where the destination's
+    step is shorter the source's order lost: rand10 (34048 against 64) 0.93 / 0.85x, rand08
+    0.94x at 2 threads."""
+    if zero or len(outer) < 2:
+        return "dst"
+    src_step = min(abs(n.src) for n in outer) * src_esize
+    return "src" if src_step <= min(abs(n.dst) for n in outer) * esize else "dst"
 
 
 def _tile_streams(spec, b_tab, row, lines, dst_nbytes) -> bool:

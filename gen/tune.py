@@ -2,9 +2,9 @@
 fastest, in the primitive and in this process's wisdom (gen/wisdom.py).
 
 The search is per piece (a problem has a few pieces, each with 1-4 kernel kinds), then for
-streaming stores on and off, then for the loops in the destination's or the source's order:
-each candidate plan runs on scratch buffers of the primitive's descriptors, and its median
-time over `repeat` calls counts.
+streaming stores on and off, then for the loops in the guessed order (plan.loop_order), the
+destination's or the source's: each candidate plan runs on scratch buffers of the primitive's
+descriptors, and its median time over `repeat` calls counts.
 """
 from __future__ import annotations
 
@@ -77,11 +77,11 @@ def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
     other = best._replace(stream=1 - best.stream)
     if measure(other) < measure(best):
         best = other
-    # the loops around the kernels in the source's order (rand02, f32 -> bf16 ABcd4b16a4b ->
-    # bdca: 1.25x faster so, rand10, f32 -> s8 into ABcd4b16a4b: 1.25x slower)
-    other = best._replace(order=wisdom.ORDERS[1])
-    if measure(other) < measure(best):
-        best = other
+    # the loops around the kernels in the destination's or the source's order for every piece
+    for order in wisdom.ORDERS[1:]:
+        other = best._replace(order=order)
+        if measure(other) < measure(best):
+            best = other
     chosen = timed[best][1]
     chosen.jit = jit.Runs(chosen.traffic)  # run again, it is specialised as any plan
     wisdom.record(chosen.key(), best)  # later plans of this problem take it

@@ -17,9 +17,9 @@ from .errors import Error
 from .isa import TIERS
 
 # A kernel kind per piece of the problem, whether large stores stream past the cache, and the
-# order of the loops around the kernel: ORDERS[0] the destination's (the guess), [1] the
-# source's (smallest source stride innermost).
-ORDERS = ("dst", "src")
+# order of the loops around the kernel: ORDERS[0] the guess per piece (plan.loop_order), [1]
+# the destination's, [2] the source's (smallest source stride innermost).
+ORDERS = ("auto", "dst", "src")
 Choice = namedtuple("Choice", "kinds stream order", defaults=(ORDERS[0],))
 FORMAT = "gen wisdom 2"
 _known: "dict[str, Choice]" = {}

@@ -270,6 +270,28 @@ def test_streamed_runs_follow_the_source():
     assert run_b((2048, 3, 5, 127), "abcd", "acbd", "u8") == (3, 635, 127)
 
 
+def test_loop_order_guess():
+    """The loops around a piece's kernel go in the source's order when its smallest outer
+    stride in bytes is no longer than the destination's, else in the destination's; zero
+    pieces and single loops keep the destination's."""
+    # rand02's tile piece, f32 -> bf16: source steps of 256 bytes against 380
+    rand02 = [Node(3, 76032, 902880), Node(4, 64, 225720), Node(11, 256, 5130),
+              Node(27, 2816, 190)]
+    assert plan.loop_order(rand02, 4, 2, False) == "src"
+    # rand10's, f32 -> s8: 34048 bytes against 64
+    assert plan.loop_order([Node(138, 8512, 136192), Node(2, 4711392, 64)], 4, 1, False) == "dst"
+    assert plan.loop_order([Node(3, 8, 16), Node(5, 64, 4)], 2, 4, False) == "src"  # a tie
+    assert plan.loop_order(rand02, 4, 2, True) == "dst"
+    assert plan.loop_order(rand02[:1], 4, 2, False) == "dst"
+    # end to end: runs of 256 bytes along a, "abcd" -> "cbad": the outer loops c (source
+    # step 256 bytes, destination 7680) and b (1792, 1536) run in the source's order
+    s = gen.MemoryDesc((6, 5, 7, 64), "f32", "abcd")
+    d = gen.MemoryDesc((6, 5, 7, 64), "f32", "cbad")
+    [(spec, f)] = plan.bind(normalise(s.dims, Layout.of_desc(s), Layout.of_desc(d), 4), d.nbytes)
+    assert (spec.kind, f["b_n"], f["n"], f["src_str"], f["dst_str"]) == (
+        "run", 6, [5, 7], [1792, 256], [1536, 7680])
+
+
 def test_calls_that_fit_in_the_cache_never_stream(monkeypatch):
     """With llc_bytes() set (GEN_LLC_BYTES; by default the L3 on AMD), a call whose bytes
     read and written fit in it writes with plain stores from every kind, and one past it
