@@ -116,13 +116,15 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
     """Every kernel kind that runs one piece's nest, as (spec, a, b, outer), best guess first.
 
     `run` and `strided` work on the innermost node A and the next one B (a size-1 B when the
-    nest has one node); `tile` takes as A and B nests of nodes (tuples, innermost first): B
-    from a node whose source stride is 1, A from the innermost node; `interleave` takes A
-    with its padding as the rows and B the node of source stride 1 that steps over them. Every
-    kind writes `pad` zeros after each run of A. `convert` is a (src, dst) dtype pair for the
-    conversion kernels (esize is then dst's); `tile=False` rules the tile out (a conversion
-    with sum reads dst element by element). `tier`: another than the dispatched one (export).
-    `stream`: whether the destination is large enough to stream (plan.streams)."""
+    nest has one node; for `run` into a destination that streams, the node that continues
+    A in src when a run and its padding fill RUN_LINE bytes); `tile` takes as A and B nests
+    of nodes (tuples, innermost first): B from a node whose source stride is 1, A from the
+    innermost node; `interleave` takes A with its padding as the rows and B the node of
+    source stride 1 that steps over them. Every kind writes `pad` zeros after each run of A.
+    `convert` is a (src, dst) dtype pair for the conversion kernels (esize is then dst's);
+    `tile=False` rules the tile out (a conversion with sum reads dst element by element).
+    `tier`: another than the dispatched one (export). `stream`: whether the destination is
+    large enough to stream (plan.streams)."""
     nodes = list(nodes) or [Node(1, 1, 1)]
     inner = nodes[-1]
     tier = tier or isa()
@@ -180,7 +182,7 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
     if inner.dst == 1 and (zero or inner.src == 1):
         # Runs that fill whole streamed lines go along the node that continues them in src:
         # one read stream instead of a jump per run; the scattered writes cost little when
-        # streamed (shuffle nchw 32x256x28x28 g4 1.26x, rand00's padded 512-byte lines
+        # streamed (shuffle nchw 32x256x28x28 g4 1.22x, rand00's padded 512-byte lines
         # 1.13x faster; runs of 16 bytes 4 % slower)
         follow = [n for n in nodes[:-1] if n.src == inner.n]
         run_b, run_outer = b, outer

@@ -58,15 +58,23 @@ def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
                     f"gen.ResampleBackward, got {type(primitive).__name__}")
     guess = primitive._plan
     kinds = plan.choices(guess.problem, guess.convert, guess.dst_nbytes, guess.traffic)
-    timed = {}
+    plans, timed = {}, {}
+
+    def plan_of(choice):
+        if choice not in plans:
+            p = plan.Plan(guess.problem, guess.traffic, guess.dst_nbytes, guess.convert, choice)
+            p.jit = jit.Runs(0)  # candidates run the generic kernels: no build for each
+            plans[choice] = p
+        return plans[choice]
 
     def measure(choice):
         if choice not in timed:
-            p = plan.Plan(guess.problem, guess.traffic, guess.dst_nbytes, guess.convert, choice)
-            p.jit = jit.Runs(0)  # candidates run the generic kernels: no build for each
-            timed[choice] = (_median_s(lambda: p.run(src._addr, dst._addr, nthr, attr), repeat),
-                             p)
-        return timed[choice][0]
+            p = plan_of(choice)
+            timed[choice] = _median_s(lambda: p.run(src._addr, dst._addr, nthr, attr), repeat)
+        return timed[choice]
+
+    def loops(choice):
+        return [(f["n"], f["src_str"]) for _, f in plan_of(choice).bound]
 
     best = wisdom.Choice(tuple(k[0] for k in kinds), int(plan.streams(guess.dst_nbytes, traffic=guess.traffic)))
     for i, options in enumerate(kinds):
@@ -77,15 +85,17 @@ def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
     other = best._replace(stream=1 - best.stream)
     if measure(other) < measure(best):
         best = other
-    # the loops around the kernels in the destination's or the source's order for every piece
+    # the loops around the kernels in the destination's or the source's order for every piece,
+    # where that is not the guess's
+    guessed = loops(best)
     for order in wisdom.ORDERS[1:]:
         other = best._replace(order=order)
-        if measure(other) < measure(best):
+        if loops(other) != guessed and measure(other) < measure(best):
             best = other
-    chosen = timed[best][1]
+    chosen = plans[best]
     chosen.jit = jit.Runs(chosen.traffic)  # run again, it is specialised as any plan
     wisdom.record(chosen.key(), best)  # later plans of this problem take it
     primitive._plan = chosen  # its kernel is the primitive's
     return {"kernel": chosen.kernel,
-            "candidates": {f"{p.kernel} stream={c.stream} order={c.order}": round(t * 1e6, 2)
-                           for c, (t, p) in timed.items()}}
+            "candidates": {f"{plans[c].kernel} stream={c.stream} order={c.order}": round(t * 1e6, 2)
+                           for c, t in timed.items()}}

@@ -76,6 +76,7 @@ LARGE_REORDERS = [
     ((3, 37, 67, 69), "nhwc", "nChw16c", np.float16),
     ((1001, 1037), "ab", "ba", np.float32),
     ((7, 37, 97, 131), "abcd", "bacd", np.uint8),    # run kind: odd runs of 12707 bytes
+    ((5000, 101), "ab", "aB128b", np.float32),       # and runs of 404 bytes, 108 of padding
 ]
 
 # (dims, src dtype, src tag, dst dtype, dst tag, attrs)
