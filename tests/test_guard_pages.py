@@ -97,6 +97,8 @@ CONVERSIONS = [
     ((13, 7, 9), "f32", "abc", "f16", "acb", dict(dst_zero_point=-1, sum_scale=1.0)),
     ((3, 37, 67, 69), "f32", "nchw", "bf16", "nhwc", dict(scales="per_c", scale_mask=2)),
     ((3, 37, 67, 69), "u8", "nhwc", "f32", "nChw16c", dict(src_zero_point=3)),
+    ((32, 11, 3, 4), "s8", "ABcd16a16b", "f32", "ABcd16b16a", dict(scales=[0.5])),  # gaps
+    ((3, 26, 5, 6), "f32", "aBcd32b", "s8", "abcd", {}),
 ]
 
 # (dims, tag, dtype, axis, group)

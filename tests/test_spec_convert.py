@@ -444,6 +444,25 @@ def test_narrow_blocked_sources(sdt, ddt):
             run_convert(a, sspec, ddt, dspec, threads=threads)
 
 
+# A converting tile whose source rows are a few elements more than B apart (11 or 13 of a
+# 16-block, 26 of 32): the rows and the gaps between them convert in one call when the scales
+# allow (none, or one), row by row with per-channel scales; 1 and 2 threads.
+GAPPED = [((32, 11, 3, 4), "ABcd16a16b", "ABcd16b16a"), ((5, 13, 7, 9), "nChw16c", "nchw"),
+          ((27, 11, 6, 5), "ABcd16b16a", "ABcd16a16b"), ((3, 26, 5, 6), "aBcd32b", "abcd")]
+
+
+@pytest.mark.parametrize("sdt,ddt", [("s8", "f32"), ("f32", "bf16"), ("u8", "f16"),
+                                     ("f32", "s8")])
+def test_converting_tiles_over_gapped_rows(sdt, ddt):
+    for shape, sspec, dspec in GAPPED:
+        a = tensor(sdt, shape, "gapped", sspec)
+        s = mask_scales(shape, 2, rng_of("gapped", shape))
+        for threads in (1, 2):
+            run_convert(a, sspec, ddt, dspec, {"scales": s, "scale_mask": 2}, threads=threads)
+            run_convert(a, sspec, ddt, dspec, {"scales": 0.5}, threads=threads)
+            run_convert(a, sspec, ddt, dspec, threads=threads)
+
+
 def test_scales_on_other_ranks():
     for shape, tag, dtag, mask in [((37,), "x", "A16a", 1), ((5, 37), "ab", "ba", 2),
                                    ((5, 37), "ab", "AB16b16a", 3), ((3, 21, 9), "ncw", "nCw16c", 5),
