@@ -16,6 +16,7 @@ MAX_NODES = 24  # outer nodes a piece may have (problem.py never needs more than
 CHUNKS = {"run_chunk": 1 << 16, "strided_chunk": 1 << 12, "strided_block": 256,
           "tile_chunk": 1 << 9, "tile_lines": 4,  # at most (plan.py picks per problem)
           "cvt_tile_buffer": 1 << 14,  # bytes: a converting tile's buffer stays in L1
+          "tile_stage": 1 << 12,  # bytes: a converting tile gathers short rows there
           "interleave_chunk": 1 << 10,
           "pack_run": 64, "pack_line": 1 << 10}  # converting runs shorter than pack_run
 

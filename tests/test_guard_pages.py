@@ -99,6 +99,7 @@ CONVERSIONS = [
     ((3, 37, 67, 69), "u8", "nhwc", "f32", "nChw16c", dict(src_zero_point=3)),
     ((32, 11, 3, 4), "s8", "ABcd16a16b", "f32", "ABcd16b16a", dict(scales=[0.5])),  # gaps
     ((3, 26, 5, 6), "f32", "aBcd32b", "s8", "abcd", {}),
+    ((40, 42, 33), "s8", "aBc16b", "f32", "cba", {}),  # short rows gathered
 ]
 
 # (dims, tag, dtype, axis, group)

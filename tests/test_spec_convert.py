@@ -451,10 +451,15 @@ GAPPED = [((32, 11, 3, 4), "ABcd16a16b", "ABcd16b16a"), ((5, 13, 7, 9), "nChw16c
           ((27, 11, 6, 5), "ABcd16b16a", "ABcd16a16b"), ((3, 26, 5, 6), "aBcd32b", "abcd")]
 
 
+# ... and rows shorter than a line far apart (the last 10 of 26 or 42 channels): gathered and
+# converted in one call
+SHORT_ROWS = [((40, 42, 33), "aBc16b", "cba"), ((9, 26, 3, 40), "aBcd16b", "dcba")]
+
+
 @pytest.mark.parametrize("sdt,ddt", [("s8", "f32"), ("f32", "bf16"), ("u8", "f16"),
                                      ("f32", "s8")])
 def test_converting_tiles_over_gapped_rows(sdt, ddt):
-    for shape, sspec, dspec in GAPPED:
+    for shape, sspec, dspec in GAPPED + SHORT_ROWS:
         a = tensor(sdt, shape, "gapped", sspec)
         s = mask_scales(shape, 2, rng_of("gapped", shape))
         for threads in (1, 2):
