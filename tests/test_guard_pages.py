@@ -100,6 +100,7 @@ CONVERSIONS = [
     ((32, 11, 3, 4), "s8", "ABcd16a16b", "f32", "ABcd16b16a", dict(scales=[0.5])),  # gaps
     ((3, 26, 5, 6), "f32", "aBcd32b", "s8", "abcd", {}),
     ((40, 42, 33), "s8", "aBc16b", "f32", "cba", {}),  # short rows gathered
+    ((40, 11), "s8", (16, 1), "f32", "ba", dict(scales=[0.5])),  # gaps, none after the end
 ]
 
 # (dims, tag, dtype, axis, group)

@@ -445,15 +445,15 @@ def test_narrow_blocked_sources(sdt, ddt):
 
 
 # A converting tile whose source rows are a few elements more than B apart (11 or 13 of a
-# 16-block, 26 of 32): the rows and the gaps between them convert in one call when the scales
-# allow (none, or one), row by row with per-channel scales; 1 and 2 threads.
+# 16-block, 26 of 32): the rows and the gaps between them convert in one call where the scales
+# are linear along them (none, one, or over axes 0 and 1 where they follow), else row by row;
+# 1 and 2 threads.
 GAPPED = [((32, 11, 3, 4), "ABcd16a16b", "ABcd16b16a"), ((5, 13, 7, 9), "nChw16c", "nchw"),
           ((27, 11, 6, 5), "ABcd16b16a", "ABcd16a16b"), ((3, 26, 5, 6), "aBcd32b", "abcd")]
-
-
-# ... and rows shorter than a line far apart (the last 10 of 26 or 42 channels): gathered and
-# converted in one call
-SHORT_ROWS = [((40, 42, 33), "aBc16b", "cba"), ((9, 26, 3, 40), "aBcd16b", "dcba")]
+# ... and rows shorter than a line that lie apart (the last 10 of 26 or 42 channels, rows of 10
+# of a plain source): gathered and converted in one call
+SHORT_ROWS = [((40, 42, 33), "aBc16b", "cba"), ((9, 26, 3, 40), "aBcd16b", "dcba"),
+              ((40, 10, 33), "acb", "cba")]
 
 
 @pytest.mark.parametrize("sdt,ddt", [("s8", "f32"), ("f32", "bf16"), ("u8", "f16"),
@@ -462,8 +462,10 @@ def test_converting_tiles_over_gapped_rows(sdt, ddt):
     for shape, sspec, dspec in GAPPED + SHORT_ROWS:
         a = tensor(sdt, shape, "gapped", sspec)
         s = mask_scales(shape, 2, rng_of("gapped", shape))
+        s3 = mask_scales(shape, 3, rng_of("gapped", shape, 3))  # linear along merged rows
         for threads in (1, 2):
             run_convert(a, sspec, ddt, dspec, {"scales": s, "scale_mask": 2}, threads=threads)
+            run_convert(a, sspec, ddt, dspec, {"scales": s3, "scale_mask": 3}, threads=threads)
             run_convert(a, sspec, ddt, dspec, {"scales": 0.5}, threads=threads)
             run_convert(a, sspec, ddt, dspec, threads=threads)
 
