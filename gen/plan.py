@@ -17,6 +17,7 @@ from . import codegen, jit, registry, wisdom
 from .dtypes import TABLE
 from .errors import Error
 from .problem import Layout, Node, Problem, nest_offsets, normalise
+from .space import LINE
 
 # A conversion's dtypes, and whether it adds beta * dst (then dst is read).
 Conversion = namedtuple("Conversion", "src dst sum")
@@ -141,15 +142,17 @@ def loop_order(outer, src_esize: int, esize: int, zero: bool) -> str:
     """The guessed order of the loops around a piece's kernel ("src" or "dst"): the side whose
     smallest outer stride (in bytes) is the shorter step goes innermost, so that the items
     that follow each other touch memory nearby on that side; the source on a tie, as a read
-    that jumps stalls where a write does not. Measured on Zen5 against the destination's order
-    at 1 / 2 threads: rand00 (runs, 152-byte source steps) 1.24 / 1.15x, rand01 1.12 / 1.10x,
-    rand02 (narrow tile, 256 against 380) 1.25 / 1.05x, rand04 1.05x; where the destination's
-    step is shorter the source's order lost: rand10 (34048 against 64) 0.93 / 0.85x, rand08
-    0.94x at 2 threads."""
+    that jumps stalls where a write does not; but never a source step under a cache line
+    (items that share source lines). Measured on Zen5 against the destination's order,
+    specialised kernels, 1 / 2 threads: rand00 (runs, 152-byte source steps against 512)
+    1.38 / 1.06x, rand02 (narrow tile, 256 against 380) 1.45 / 1.2x, rand04 and rand18
+    1.0 / 0.9-0.95x; rand01's 32-byte source steps against 224 were 1.1x faster at 1 thread,
+    3x slower at 2; rand10 (34048 against 64) keeps the destination's order, the source's
+    0.85-0.93x."""
     if zero or len(outer) < 2:
         return "dst"
     src_step = min(abs(n.src) for n in outer) * src_esize
-    return "src" if src_step <= min(abs(n.dst) for n in outer) * esize else "dst"
+    return "src" if LINE <= src_step <= min(abs(n.dst) for n in outer) * esize else "dst"
 
 
 def _tile_streams(spec, b_tab, row, lines, dst_nbytes) -> bool:

@@ -272,15 +272,18 @@ def test_streamed_runs_follow_the_source():
 
 def test_loop_order_guess():
     """The loops around a piece's kernel go in the source's order when its smallest outer
-    stride in bytes is no longer than the destination's, else in the destination's; zero
-    pieces and single loops keep the destination's."""
+    stride in bytes is no longer than the destination's and at least a cache line, else in the
+    destination's; zero pieces and single loops keep the destination's."""
     # rand02's tile piece, f32 -> bf16: source steps of 256 bytes against 380
     rand02 = [Node(3, 76032, 902880), Node(4, 64, 225720), Node(11, 256, 5130),
               Node(27, 2816, 190)]
     assert plan.loop_order(rand02, 4, 2, False) == "src"
     # rand10's, f32 -> s8: 34048 bytes against 64
     assert plan.loop_order([Node(138, 8512, 136192), Node(2, 4711392, 64)], 4, 1, False) == "dst"
-    assert plan.loop_order([Node(3, 8, 16), Node(5, 64, 4)], 2, 4, False) == "src"  # a tie
+    assert plan.loop_order([Node(3, 32, 64), Node(5, 256, 16)], 2, 4, False) == "src"  # a tie
+    # rand01's, f32 -> bf16: 32 bytes (half a line) against 224
+    rand01 = [Node(2, 552160, 552160), Node(17, 8, 32480), Node(290, 136, 112)]
+    assert plan.loop_order(rand01, 4, 2, False) == "dst"
     assert plan.loop_order(rand02, 4, 2, True) == "dst"
     assert plan.loop_order(rand02[:1], 4, 2, False) == "dst"
     # end to end: runs of 256 bytes along a, "abcd" -> "cbad": the outer loops c (source
