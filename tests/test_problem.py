@@ -221,12 +221,17 @@ def test_few_channels_into_blocks_interleave_with_zero_rows(dtype, monkeypatch):
                 assert bytes(out.data) == pack(x, tag).tobytes(), (dims, tag, threads)
 
 
-def streams(dims, src, dst, dtypes=("f32", "f32")):
+def bound(dims, src, dst, dtypes=("f32", "f32")):
+    """plan.bind's (spec, fields) per piece of a reorder of dims between two tags."""
     s = gen.MemoryDesc(dims, dtypes[0], src)
     d = gen.MemoryDesc(dims, dtypes[1], dst)
     convert = plan.Conversion(*dtypes, False) if dtypes[0] != dtypes[1] else None
     problem_ = normalise(dims, Layout.of_desc(s), Layout.of_desc(d), d.itemsize)
-    return [(spec.kind, f["stream"]) for spec, f in plan.bind(problem_, d.nbytes, convert)]
+    return plan.bind(problem_, d.nbytes, convert)
+
+
+def streams(dims, src, dst, dtypes=("f32", "f32")):
+    return [(spec.kind, f["stream"]) for spec, f in bound(dims, src, dst, dtypes)]
 
 
 def test_tile_streams_only_past_sixteen_runs():
@@ -249,9 +254,7 @@ def test_tile_streams_only_past_sixteen_runs():
 
 def run_b(dims, src, dst, dtype="f32"):
     """The run kind's B node of a copy of dims: (n, src stride, dst stride), strides in bytes."""
-    s, d = gen.MemoryDesc(dims, dtype, src), gen.MemoryDesc(dims, dtype, dst)
-    problem_ = normalise(dims, Layout.of_desc(s), Layout.of_desc(d), d.itemsize)
-    [(spec, f)] = plan.bind(problem_, d.nbytes)
+    [(spec, f)] = bound(dims, src, dst, (dtype, dtype))
     assert spec.kind == "run", spec
     return f["b_n"], f["b_src"], f["b_dst"]
 
@@ -288,9 +291,7 @@ def test_loop_order_guess():
     assert plan.loop_order(rand02[:1], 4, 2, False) == "dst"
     # end to end: runs of 256 bytes along a, "abcd" -> "cbad": the outer loops c (source
     # step 256 bytes, destination 7680) and b (1792, 1536) run in the source's order
-    s = gen.MemoryDesc((6, 5, 7, 64), "f32", "abcd")
-    d = gen.MemoryDesc((6, 5, 7, 64), "f32", "cbad")
-    [(spec, f)] = plan.bind(normalise(s.dims, Layout.of_desc(s), Layout.of_desc(d), 4), d.nbytes)
+    [(spec, f)] = bound((6, 5, 7, 64), "abcd", "cbad")
     assert (spec.kind, f["b_n"], f["n"], f["src_str"], f["dst_str"]) == (
         "run", 6, [5, 7], [1792, 256], [1536, 7680])
 
