@@ -10,8 +10,8 @@ refuses (gen.Error) is skipped with a note on stderr and exit status 1.
 `--peers` adds, per peer, its median time and "vs PEER" = peer time / gen time (> 1: gen is
 faster): the in-process peers (gen/peers/: oneDNN, PyTorch, OpenVINO, each when this
 interpreter has it) run on gen's own source buffer, are checked against gen's result first
-(peers.checked) and are timed in the same rounds as gen and the copy, so drift hits all alike;
-oneDNN v3.13 runs in subprocesses (peers/sycl.py). A missing peer is a note on stderr.
+(peers.checked) and are timed in the same rounds as gen and the copy, so drift hits all alike; so is oneDNN v3.13,
+which runs in subprocesses (peers/sycl.py). A missing peer is a note on stderr.
 
 The closing summary, per thread count: the median ratio to copy over the DRAM-sized cases
 (bytes moved >= DRAM_MIB), the lowest ratio of any case, and gen's speedup over the fastest
@@ -48,23 +48,32 @@ def copy_ceiling(nbytes):
     return lambda: prim(src, dst)
 
 
-def median_times(fns, min_time, repeat):
-    """Median seconds per call of each fn, caches warm. The fns take turns in rounds: WARM_S of
-    untimed calls (a big working set needs several passes to settle in cache after another fn
-    evicted it), then ROUND_S of timed calls; until every fn has `repeat` timed calls and
-    `min_time` seconds of them."""
-    clock = time.perf_counter
-    samples = [[] for _ in fns]
+def local_round(fn):
+    """The round of a function of this process: WARM_S seconds of untimed calls (a big working
+    set needs several passes to settle in cache after another fn evicted it), then ROUND_S of
+    timed calls, whose seconds it returns."""
+    def round_(warm_s, round_s):
+        clock = time.perf_counter
+        end = clock() + warm_s
+        while clock() < end:
+            fn()
+        samples, end = [], clock() + round_s
+        while clock() < end:
+            t0 = clock()
+            fn()
+            samples.append(clock() - t0)
+        return samples
+    return round_
+
+
+def median_times(rounds, min_time, repeat):
+    """Median seconds per call of each round function (local_round, or a subprocess peer's):
+    they take turns, a round each, until every one has `repeat` timed calls and `min_time`
+    seconds of them."""
+    samples = [[] for _ in rounds]
     while any(len(s) < repeat or sum(s) < min_time for s in samples):
-        for fn, s in zip(fns, samples):
-            end = clock() + WARM_S
-            while clock() < end:
-                fn()
-            end = clock() + ROUND_S
-            while clock() < end:
-                t0 = clock()
-                fn()
-                s.append(clock() - t0)
+        for round_, s in zip(rounds, samples):
+            s += round_(WARM_S, ROUND_S)
     return [statistics.median(s) for s in samples]
 
 
@@ -210,25 +219,10 @@ def options(args):
     return threads, cases
 
 
-def run(args):
-    try:
-        threads, cases = options(args)
-    except ValueError as e:
-        note(str(e))
-        return 2
-    if args.list:
-        print("\n".join(c.name for c in cases))
-        return 0
-
-    if busy_cpus() > 0:
-        note("other processes are running: timings will be noisy")
-    in_process, subprocess_times, labels = [], {}, {}
-    if args.peers:
-        in_process = peers.available(note)
-        labels = {p.name: p.label for p in in_process}
-        subprocess_times = sycl.times(cases, threads, args.min_time, args.repeat, note)
-        if subprocess_times:
-            labels[sycl.NAME] = "oneDNN v3.13 (SYCL build, subprocesses)"
+def time_cases(cases, threads, args, in_process, v313):
+    """(rows, exit status) of timing every case at every thread count: gen, the copy of the
+    same bytes and the peers that do the case (in_process; v313, a sycl.Peer or None) take
+    turns in median_times' rounds."""
     rows, status = [], 0
     for case in cases:
         try:
@@ -246,26 +240,64 @@ def run(args):
             gen.jit_wait()
         for n in threads:
             row = {"case": case.name, "threads": n}
-            timed = {}
+            # (name, round function, implementation) of each timed side
+            sides = []
             if job:
                 gen.set_num_threads(n)
-                ready = ready_peers(in_process, job, case.name, n)
-                t, tc, *peer_t = median_times([job.run, copy] + [p.run for p in ready.values()],
-                                              args.min_time, args.repeat)
+                sides += [("gen", local_round(job.run), None), ("copy", local_round(copy), None)]
+                sides += [(name, local_round(p.run), p.impl)
+                          for name, p in ready_peers(in_process, job, case.name, n).items()]
+            remote = v313.prepare(case, n) if v313 else None
+            if remote:
+                sides.append((sycl.NAME,) + remote)
+            try:
+                secs = median_times([r for _, r, _ in sides], args.min_time, args.repeat)
+            except sycl.Gone as e:  # noted; time the others again
+                sides.pop()
+                note("%s, %d threads: timed again without %s (%s)" % (case.name, n, sycl.NAME, e))
+                secs = median_times([r for _, r, _ in sides], args.min_time, args.repeat)
+            if job:
+                t, tc = secs[0], secs[1]
                 row.update(kernel=job.prim.kernel, us=t * 1e6, bytes_read=job.nread,
                            bytes_written=job.nwritten, gbps=moved / t / 1e9,
                            copy_gbps=2 * (moved // 2) / tc / 1e9)
                 row["ratio"] = row["gbps"] / row["copy_gbps"]
-                timed = {name: (s, p.impl) for (name, p), s in zip(ready.items(), peer_t)}
-            if (case.name, n) in subprocess_times:
-                timed[sycl.NAME] = subprocess_times[case.name, n]
-            for name, (tp, impl) in timed.items():
+            for (name, _, impl), tp in zip(sides, secs):
+                if name in ("gen", "copy"):
+                    continue
                 row.update({name + "_us": tp * 1e6, name + "_impl": impl})
                 if job:
                     row.update({"vs_" + name: tp / t, name + "_gbps": moved / tp / 1e9})
             # a case gen skipped still shows what the peers took
-            if job or timed:
+            if sides:
                 rows.append(row)
+    return rows, status
+
+
+def run(args):
+    try:
+        threads, cases = options(args)
+    except ValueError as e:
+        note(str(e))
+        return 2
+    if args.list:
+        print("\n".join(c.name for c in cases))
+        return 0
+
+    if busy_cpus() > 0:
+        note("other processes are running: timings will be noisy")
+    in_process, labels, v313 = [], {}, None
+    if args.peers:
+        in_process = peers.available(note)
+        labels = {p.name: p.label for p in in_process}
+        v313 = sycl.start(threads, note)
+        if v313:
+            labels[sycl.NAME] = sycl.LABEL
+    try:
+        rows, status = time_cases(cases, threads, args, in_process, v313)
+    finally:
+        if v313:
+            v313.close()
 
     columns = [p for p in labels if any(p + "_us" in r for r in rows)]
     lines = summary(rows, threads, columns)

@@ -211,8 +211,79 @@ def test_missing_peers_say_why(monkeypatch, tmp_path):
 def test_subprocess_peer_missing_says_why(monkeypatch, tmp_path):
     monkeypatch.setenv("PEERS_VENV", str(tmp_path))
     notes = []
-    assert sycl.times(bench_cases.CASES[:1], [1], 0, 1, notes.append) == {}
+    assert sycl.start([1], notes.append) is None
     assert len(notes) == 1 and notes[0].startswith("onednn_sycl peer unavailable: ")
+
+
+# A stand-in for ../shared/peers/onednn/dnnl.py: the subprocess peer's protocol without oneDNN.
+# Its op counts its runs in a file; a reorder to "bad" fails to build; RUNS_BEFORE_EXIT makes
+# the process end after that many runs.
+FAKE_DNNL = """
+import os, time
+class _Op:
+    impl = "fake impl"
+    runs = 0
+    def run(self):
+        time.sleep(1e-4)
+        _Op.runs += 1
+        with open(os.environ["FAKE_RUNS"], "a") as f:
+            f.write("x")
+        if _Op.runs == int(os.environ.get("RUNS_BEFORE_EXIT", 0)):
+            os._exit(3)
+def _reorder(dims, src_tag, dst_tag, *args, **kw):
+    if dst_tag == "bad":
+        raise ValueError("could not create a reorder to bad")
+    return _Op()
+_PREP = {"reorder": _reorder}
+"""
+
+
+@pytest.fixture
+def fake_v313(monkeypatch, tmp_path):
+    """PEERS_VENV and GEN_PEERS_DIR of the stand-in; returns the file its runs are counted in."""
+    (tmp_path / "peers" / "onednn").mkdir(parents=True)
+    (tmp_path / "peers" / "onednn" / "dnnl.py").write_text(FAKE_DNNL)
+    python = tmp_path / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text('#!/bin/sh\nexec "%s" "$@"\n' % sys.executable)
+    python.chmod(0o755)
+    monkeypatch.setenv("PEERS_VENV", str(tmp_path / "venv"))
+    monkeypatch.setenv("GEN_PEERS_DIR", str(tmp_path / "peers"))
+    monkeypatch.setenv("FAKE_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setattr(peers, "available", lambda note: [])
+    return tmp_path / "runs"
+
+
+def test_subprocess_peer_is_timed_in_gen_rounds(capsys, tmp_path, fake_v313):
+    path = tmp_path / "b.json"
+    status, out, err = run_bench(capsys, "--peers", "--threads", "1,2", "--json", str(path), TINY)
+    assert status == 0 and err == ""
+    rows = json.loads(path.read_text())["rows"]
+    assert [r["threads"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["onednn_sycl_impl"] == "fake impl" and r["onednn_sycl_us"] >= 100
+        assert r["vs_onednn_sycl"] == pytest.approx(r["onednn_sycl_us"] / r["us"])
+    # each thread count's process ran its own rounds: a warm-up and timed calls, > 1 each
+    assert len(fake_v313.read_text()) > 2 * 2
+
+
+def test_subprocess_peer_failures_are_notes(capsys, monkeypatch, tmp_path, fake_v313):
+    bad = bench_cases.reorder_case((2, 3, 4, 5), "nchw", "bad")
+    good = bench_cases.reorder_case((2, 3, 4, 5), "nchw", "nhwc")
+    monkeypatch.setattr(bench_cases, "CASES", [bad._replace(make=good.make), good])
+    monkeypatch.setenv("RUNS_BEFORE_EXIT", "3")
+    path = tmp_path / "b.json"
+    status, out, err = run_bench(capsys, "--peers", "--json", str(path))
+    rows = json.loads(path.read_text())["rows"]
+    # the case it cannot build, then the process ending in the next case's rounds: gen's
+    # times stand, without the peer's
+    assert status == 0 and len(rows) == 2 and not any("onednn_sycl_us" in r for r in rows)
+    lines = err.splitlines()
+    assert lines[0] == ("bench: onednn_sycl peer, %s, 1 threads: ValueError: could not "
+                        "create a reorder to bad" % bad.name)
+    assert lines[1] == "bench: onednn_sycl peer failed at 1 threads: exit 3"
+    assert lines[2].startswith("bench: %s, 1 threads: timed again without onednn_sycl" % good.name)
+    assert len(lines) == 3
 
 
 def test_onednn_library_path(monkeypatch):

@@ -4,8 +4,10 @@ That build threads with TBB, which sizes its pool from the CPU affinity once, wh
 loads: a thread count needs a process of its own, so this peer cannot run in gen's process. It
 runs ../shared/peers/onednn/dnnl.py (directory overridable with GEN_PEERS_DIR) with the python
 of its venv (PEERS_VENV, default /tmp/peers; made by that folder's setup.sh), one process per
-thread count (DNNL_PEER_NTHR), on the same source values (dnnl.py draws them as
-bench_cases.source_data does). Reorder attributes are passed as oneDNN runtime src scales
+thread count (DNNL_PEER_NTHR), started once and kept for the whole bench. Each prepares one case
+at a time and times a round of it when asked, so the bench times it in the same rounds as gen,
+the copy and the in-process peers: drift of the host hits all alike. The source values are
+gen's (dnnl.py draws them as bench_cases.source_data does). Reorder attributes are passed as oneDNN runtime src scales
 (same mask), zero points and a sum post-op; shuffles as oneDNN's shuffle with group_size =
 C / group; resampling forward (forward_inference) and backward (with a forward_training hint),
 output size given. Each shuffle and resampling is first checked against a NumPy reference on a
@@ -16,10 +18,12 @@ relative + 1e-4); a peer that fails gets no time for that case.
 import json
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
-# The script reads {"cases": [spec, ...], "min_time", "repeat"} on stdin and prints one JSON
-# list: per spec [median seconds, implementation] or an error message.
+# The script answers one JSON line per line of stdin: {"case": spec} prepares that case
+# (checked, primitive created, buffers filled) and replies {"impl"}; {"round": [warm_s,
+# round_s]} runs it untimed, then timed, and replies {"times"}; a failure replies {"error"}.
 _CHECKS = """
 import numpy as np
 
@@ -71,9 +75,8 @@ def resample_check(run, alg, backward, src_dims, dst_dims):
 """
 
 _ONEDNN_SCRIPT = _CHECKS + """
-import json, sys
+import json, sys, time
 import dnnl
-req = json.load(sys.stdin)
 
 def layout(tag, dims):
     # a generic plain tag (a permutation of "abcd..."): oneDNN's enum lacks most of them, so
@@ -87,31 +90,49 @@ def layout(tag, dims):
         step *= dims[letters.index(c)]
     return strides
 
-out = []
-for kind, args, kw in req["cases"]:
+def prepare(kind, args, kw):
+    if kind == "reorder":
+        # args: dims, src_tag, dst_tag, src_dt, dst_dt
+        args[1:3] = [layout(t, args[0]) for t in args[1:3]]
+    elif kind == "shuffle":
+        # args: dims, axis, group_size, tag, dt
+        shuffle_check(lambda x: dnnl.shuffle(x, *args[1:]).logical, args[0][1],
+                      kw.pop("check_group"))
+    elif kind in ("resampling_fwd", "resampling_bwd"):
+        # args: the input's dims (diff_dst backward), alg, the output's spatial dims, tag, dt
+        bwd, alg = kind == "resampling_bwd", args[1]
+        x_dims, y_dims = args[0], args[0][:2] + args[2]
+        resample_check(lambda x, out: getattr(dnnl, kind)(x, alg, out[2:], *args[3:]).logical,
+                       alg, bwd, *((y_dims, x_dims) if bwd else (x_dims, y_dims)))
+    # the timers' own builder (dnnl.bench's): a shape stands for its seeded random source
+    return dnnl._PREP[kind](tuple(args[0]), *args[1:], **kw)
+
+op, clock = None, time.perf_counter
+for line in sys.stdin:
+    msg = json.loads(line)
     try:
-        if kind == "reorder":
-            # args: dims, src_tag, dst_tag, src_dt, dst_dt
-            args[1:3] = [layout(t, args[0]) for t in args[1:3]]
-        elif kind == "shuffle":
-            # args: dims, axis, group_size, tag, dt
-            shuffle_check(lambda x: dnnl.shuffle(x, *args[1:]).logical, args[0][1],
-                          kw.pop("check_group"))
-        elif kind in ("resampling_fwd", "resampling_bwd"):
-            # args: the input's dims (diff_dst backward), alg, the output's spatial dims, tag, dt
-            bwd, alg = kind == "resampling_bwd", args[1]
-            x_dims, y_dims = args[0], args[0][:2] + args[2]
-            resample_check(lambda x, out: getattr(dnnl, kind)(x, alg, out[2:], *args[3:]).logical,
-                           alg, bwd, *((y_dims, x_dims) if bwd else (x_dims, y_dims)))
-        r = dnnl.bench(kind, tuple(args[0]), *args[1:], n=req["repeat"], min_time=req["min_time"],
-                       **kw)
-        out.append([r["median_s"], r["impl"]])
+        if "case" in msg:
+            op = None  # free the previous case's buffers first
+            op = prepare(*msg["case"])
+            reply = {"impl": op.impl}
+        else:
+            warm_s, round_s = msg["round"]
+            end = clock() + warm_s
+            while clock() < end:
+                op.run()
+            times, end = [], clock() + round_s
+            while clock() < end:
+                t0 = clock()
+                op.run()
+                times.append(clock() - t0)
+            reply = {"times": times}
     except Exception as e:
-        out.append("%s: %s" % (type(e).__name__, e))
-print(json.dumps(out))
+        reply = {"error": "%s: %s" % (type(e).__name__, e)}
+    print(json.dumps(reply), flush=True)
 """
 
 NAME = "onednn_sycl"
+LABEL = "oneDNN v3.13 (SYCL build, a subprocess per thread count)"
 
 
 def peers_dir():
@@ -125,32 +146,85 @@ def peers_dir():
     return None
 
 
-def times(cases, threads, min_time, repeat, note):
-    """{(case name, threads): (seconds, impl)} of the cases with a oneDNN spec, one process per
-    thread count; note(text) is told of a missing venv and of each failure."""
+class Gone(Exception):
+    """A round of the subprocess peer failed (noted if its process ended)."""
+
+
+class Peer:
+    """The running subprocesses, {threads: (Popen, its stderr file)}, each holding one
+    prepared case."""
+
+    def __init__(self, procs, note):
+        self.procs, self.note = procs, note
+
+    def _ask(self, n, msg):
+        """The reply to msg from the process of n threads, or None if that process is gone
+        (noted once, with the last line it wrote to stderr)."""
+        if n not in self.procs:
+            return None
+        proc, err = self.procs[n]
+        try:
+            proc.stdin.write(json.dumps(msg) + "\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+        except OSError:
+            line = ""
+        if line:
+            return json.loads(line)
+        proc.kill()
+        proc.wait()
+        err.seek(0)
+        last = (err.read().strip().splitlines() or ["exit %d" % proc.returncode])[-1]
+        err.close()
+        self.note("%s peer failed at %d threads: %s" % (NAME, n, last))
+        del self.procs[n]
+        return None
+
+    def prepare(self, case, n):
+        """(round, impl) for case at n threads, or None (no spec, or a failure, noted):
+        round(warm_s, round_s) runs the case untimed for warm_s seconds, then timed for
+        round_s, in the subprocess, and returns the seconds of each timed call."""
+        if not case.onednn:
+            return None
+        r = self._ask(n, {"case": case.onednn})
+        if r is None:
+            return None
+        if "error" in r:
+            self.note("%s peer, %s, %d threads: %s" % (NAME, case.name, n, r["error"]))
+            return None
+
+        def round_(warm_s, round_s):
+            got = self._ask(n, {"round": [warm_s, round_s]})
+            if got is None or "error" in got:
+                raise Gone(got["error"] if got else "its process ended")
+            return got["times"]
+        return round_, r["impl"]
+
+    def close(self):
+        for proc, err in self.procs.values():
+            proc.stdin.close()
+            proc.wait()
+            err.close()
+        self.procs = {}
+
+
+def start(threads, note):
+    """A Peer with a process per thread count in `threads`, or None with a note if this
+    machine lacks the peer (no ../shared/peers, or no venv)."""
     pdir = peers_dir()
     venv = Path(os.environ.get("PEERS_VENV", "/tmp/peers"))
     python = venv / "bin" / "python"
     if pdir is None or not python.exists():
         note("%s peer unavailable: %s" % (NAME, "set GEN_PEERS_DIR" if pdir is None else
                                           "no venv %s, run onednn/setup.sh" % venv))
-        return {}
-    todo = [(c.name, c.onednn) for c in cases if c.onednn]
-    req = json.dumps({"cases": [spec for _, spec in todo], "min_time": min_time,
-                      "repeat": repeat})
-    result = {}
+        return None
+    procs = {}
     for n in threads:
         env = dict(os.environ, DNNL_PEER_NTHR=str(n), PEERS_VENV=str(venv),
                    PYTHONPATH=str(pdir / "onednn"))
-        proc = subprocess.run([str(python), "-c", _ONEDNN_SCRIPT], input=req, env=env,
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["exit %d" % proc.returncode])[-1]
-            note("%s peer failed at %d threads: %s" % (NAME, n, last))
-            continue
-        for (name, _), r in zip(todo, json.loads(proc.stdout.strip().splitlines()[-1])):
-            if isinstance(r, str):
-                note("%s peer, %s, %d threads: %s" % (NAME, name, n, r))
-            else:
-                result[name, n] = tuple(r)
-    return result
+        # stderr goes to a file: a pipe nobody reads could fill and stall the peer
+        err = tempfile.TemporaryFile("w+")
+        procs[n] = (subprocess.Popen([str(python), "-c", _ONEDNN_SCRIPT], env=env, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err),
+                    err)
+    return Peer(procs, note)
