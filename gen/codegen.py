@@ -18,7 +18,8 @@ CHUNKS = {"run_chunk": 1 << 16, "strided_chunk": 1 << 12, "strided_block": 256,
           "cvt_tile_buffer": 1 << 14,  # bytes: a converting tile's buffer stays in L1
           "tile_stage": 1 << 12,  # bytes: a converting tile gathers short rows there
           "interleave_chunk": 1 << 10,
-          "pack_run": 64, "pack_line": 1 << 10}  # converting runs shorter than pack_run
+          "pack_run": 64, "pack_line": 1 << 10,  # converting runs shorter than pack_run
+          "direct_group": 8}  # outer positions per item of the resampling's direct path
 
 
 def template_dir() -> Path:
@@ -126,7 +127,8 @@ def cdef(specs) -> str:
         "  int64_t out[3]; const int64_t *start[3], *soff[3], *doff[3]; const float *w[3];",
         "  int64_t rows, stream; const int32_t *row_off, *win, *perm, *wide;",
         "  const int32_t *win16, *perm16;",
-        "  int64_t taps2, pitch, nseg, cw, rsize, kmax, direct, flat; const int32_t *idx2;",
+        "  int64_t taps2, pitch, nseg, cw, rsize, kmax, direct, flat, group;",
+        "  const int32_t *idx2;",
         "  const float *w2;",
         "  const int64_t *seg, *soff2; int32_t *failed; } gen_resample;",
         "typedef void (*gen_resample_fn)(const char *, char *, const gen_resample *, int, int);",

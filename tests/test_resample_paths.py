@@ -25,17 +25,25 @@ import resample_reference as rr
 
 # (logical source dims, output spatial, format): 2x up and down, non-integer ratios, channel
 # runs with tails (19 = 16 + 3), two channel chunks (300 > 256), a blocked run of 16, 1-D, a
-# last axis that shrinks with runs of 40
+# last axis that shrinks with runs of 40; the direct path's items of several outer positions
+# (group): 5 blocks of 16 channels, 3 of 8, and blocks of 16, 16 and 8 (one at a time)
 CASES = [((2, 19, 7, 9), (14, 18), "nhwc"), ((1, 40, 9, 8), (5, 13), "nhwc"),
          ((1, 300, 3, 4), (7, 5), "nhwc"), ((2, 32, 5, 6), (11, 4), "nChw16c"),
-         ((3, 24, 10), (23,), "nwc"), ((1, 40, 6, 20), (4, 9), "nhwc")]
+         ((3, 24, 10), (23,), "nwc"), ((1, 40, 6, 20), (4, 9), "nhwc"),
+         ((5, 32, 4, 6), (9, 11), "nChw16c"), ((1, 24, 5, 7), (3, 12), "nChw8c"),
+         ((1, 40, 4, 5), (7, 9), "nChw16c")]
+
+
+def plan_field(src, out_spatial, fmt, name, dtype="f32"):
+    """A field of the forward plan of this problem."""
+    sd = gen.MemoryDesc(src.shape, dtype, fmt)
+    dd = gen.MemoryDesc(src.shape[:2] + out_spatial, dtype, fmt)
+    return gen.Resample(sd, dd, alg="linear")._plan.tables.fields[name]
 
 
 def direct_flag(src, out_spatial, fmt, dtype="f32"):
     """Whether the forward plan of this problem takes the direct path."""
-    sd = gen.MemoryDesc(src.shape, dtype, fmt)
-    dd = gen.MemoryDesc(src.shape[:2] + out_spatial, dtype, fmt)
-    return gen.Resample(sd, dd, alg="linear")._plan.tables.fields["direct"]
+    return plan_field(src, out_spatial, fmt, "direct", dtype)
 
 
 @pytest.mark.parametrize("dims,out_spatial,fmt", CASES, ids=[c[2] + str(c[0]) for c in CASES])
@@ -86,6 +94,20 @@ def test_direct_only_where_it_measured_faster(monkeypatch):
     assert direct_flag(y, (2, 13), "nhwc") == 0
     assert direct_flag(y[:, :16], (2, 6), "nhwc") == 0
     assert direct_flag(y, (2, 6), "nChw16c") == 0
+    rs._plan_of.cache_clear()
+
+
+@pytest.mark.parametrize("dims,fmt,group", [
+    ((5, 32, 4, 6), "nChw16c", 5), ((2, 64, 4, 6), "nChw16c", 8), ((3, 48, 4, 6), "nChw16c", 3),
+    ((1, 40, 4, 6), "nChw16c", 1), ((7, 16, 4, 6), "nhwc", 7), ((1, 24, 4, 6), "nChw8c", 3)])
+def test_direct_items_take_outer_positions_of_equal_runs(dims, fmt, group, monkeypatch):
+    """Up to direct_group (8) outer positions per item, as many as divide their count; one at
+    a time when the runs differ (16, 16 and 8 channels). The buffered path takes one."""
+    x = np.zeros(dims, np.float32)
+    for stream_bytes, want in ((0, group), (1 << 60, 1)):
+        monkeypatch.setattr(plan, "STREAM_BYTES", stream_bytes)
+        rs._plan_of.cache_clear()
+        assert plan_field(x, (9, 11), fmt, "group") == want
     rs._plan_of.cache_clear()
 
 

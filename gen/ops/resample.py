@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import dtypes, jit, plan, registry, runtime, space
+from .. import codegen, dtypes, jit, plan, registry, runtime, space
 from ..errors import Error
 from ..layout import MemoryDesc
 from ..memory import Memory, Operand, check_call
@@ -198,8 +198,16 @@ class _Plan:
             tb.scalar("direct", tb.fields["taps2"] == 2 and tb.fields["kmax"] <= 2
                       and dtypes.name(key.dtype) == "f32" and int(runs.min()) >= 8
                       and (tb.fields["stream"] or shrinks))
-        # outer positions x rows of the last axis: the work, per thread of at least a row
-        self.items = runs.size * axes[0].out * axes[1].out
+        # a work item of the direct path takes up to direct_group outer positions whose runs
+        # have one length (a blocked layout's channel blocks): they share the table reads
+        group = 1
+        if not nearest and tb.fields["direct"] and np.all(runs == runs[0]):
+            group = max(g for g in range(1, codegen.CHUNKS["direct_group"] + 1)
+                        if runs.size % g == 0)
+        tb.scalar("group", group)
+        # groups of outer positions x rows of the last axis: the work, per thread of a row
+        # at least
+        self.items = runs.size // group * axes[0].out * axes[1].out
         self._zero = _padding_plan(key.dims_out, key.dst, esize, dst_nbytes)
         if tier is None:  # bound to this process' kernels
             mod = registry.module()
