@@ -10,8 +10,9 @@ refuses (gen.Error) is skipped with a note on stderr and exit status 1.
 `--peers` adds, per peer, its median time and "vs PEER" = peer time / gen time (> 1: gen is
 faster): the in-process peers (gen/peers/: oneDNN, PyTorch, OpenVINO, each when this
 interpreter has it) run on gen's own source buffer, are checked against gen's result first
-(peers.checked) and are timed in the same rounds as gen and the copy, so drift hits all alike; so is oneDNN v3.13,
-which runs in subprocesses (peers/sycl.py). A missing peer is a note on stderr.
+(peers.checked) and are timed in the same rounds as gen and the copy, so drift hits all alike;
+so is oneDNN v3.13, which runs in subprocesses (peers/sycl.py). A missing peer is a note on
+stderr.
 
 The closing summary, per thread count: the median ratio to copy over the DRAM-sized cases
 (bytes moved >= DRAM_MIB), the lowest ratio of any case, and gen's speedup over the fastest

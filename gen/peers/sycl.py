@@ -7,13 +7,14 @@ of its venv (PEERS_VENV, default /tmp/peers; made by that folder's setup.sh), on
 thread count (DNNL_PEER_NTHR), started once and kept for the whole bench. Each prepares one case
 at a time and times a round of it when asked, so the bench times it in the same rounds as gen,
 the copy and the in-process peers: drift of the host hits all alike. The source values are
-gen's (dnnl.py draws them as bench_cases.source_data does). Reorder attributes are passed as oneDNN runtime src scales
-(same mask), zero points and a sum post-op; shuffles as oneDNN's shuffle with group_size =
-C / group; resampling forward (forward_inference) and backward (with a forward_training hint),
-output size given. Each shuffle and resampling is first checked against a NumPy reference on a
-small tensor of the same channels and group (shuffle_check) or channels and factors
-(resample_check: API.md's formula, an exact copy for nearest forward, else within 1e-5
-relative + 1e-4); a peer that fails gets no time for that case.
+gen's (dnnl.py draws them as bench_cases.source_data does). Reorder attributes are passed as
+oneDNN runtime src scales (same mask), zero points and a sum post-op; shuffles as oneDNN's
+shuffle with group_size = C / group; resampling forward (forward_inference) and backward
+(with a forward_training hint), output size given. Each shuffle and resampling is first
+checked against a NumPy reference on a small tensor of the same channels and group
+(shuffle_check) or channels and factors (resample_check: API.md's formula, an exact copy for
+nearest forward, else within 1e-5 relative + 1e-4); a peer that fails gets no time for that
+case.
 """
 import json
 import os
