@@ -136,7 +136,7 @@ CASES = [reorder_case(shape, s, d) for s, d in _PAIRS for shape in _SHAPES] + [
     resample_case((8, 64, 56, 56), up, alg, layout, backward)
     for alg in ("nearest", "linear") for layout in ("nchw", "nhwc") for up in (True, False)
     for backward in (False, True)] + [
-    # oneDNN's own blocked layout (torch has none: its column stays empty)
+    # oneDNN's own blocked layout (torch and OpenVINO have none: their columns stay empty)
     resample_case((8, 64, 56, 56), True, "linear", "nChw16c", backward)
     for backward in (False, True)] + [
     resample_case((2, 16, 16, 32, 32), True, "linear", layout, backward)

@@ -216,8 +216,9 @@ def test_subprocess_peer_missing_says_why(monkeypatch, tmp_path):
 
 
 # A stand-in for ../shared/peers/onednn/dnnl.py: the subprocess peer's protocol without oneDNN.
-# Its op counts its runs in a file; a reorder to "bad" fails to build; RUNS_BEFORE_EXIT makes
-# the process end after that many runs.
+# Its op counts its runs in a file per thread count and prints a line of its own on stdout, as
+# DNNL_VERBOSE does; a reorder to "bad" fails to build; its FAKE_EXIT_AT-th run ends the
+# process, its FAKE_RAISE_AT-th run fails.
 FAKE_DNNL = """
 import os, time
 class _Op:
@@ -225,11 +226,14 @@ class _Op:
     runs = 0
     def run(self):
         time.sleep(1e-4)
+        print("fake verbose line")
         _Op.runs += 1
-        with open(os.environ["FAKE_RUNS"], "a") as f:
+        with open(os.environ["FAKE_RUNS"] + os.environ["DNNL_PEER_NTHR"], "a") as f:
             f.write("x")
-        if _Op.runs == int(os.environ.get("RUNS_BEFORE_EXIT", 0)):
+        if _Op.runs == int(os.environ.get("FAKE_EXIT_AT", 0)):
             os._exit(3)
+        if _Op.runs == int(os.environ.get("FAKE_RAISE_AT", 0)):
+            raise RuntimeError("execute failed")
 def _reorder(dims, src_tag, dst_tag, *args, **kw):
     if dst_tag == "bad":
         raise ValueError("could not create a reorder to bad")
@@ -240,7 +244,8 @@ _PREP = {"reorder": _reorder}
 
 @pytest.fixture
 def fake_v313(monkeypatch, tmp_path):
-    """PEERS_VENV and GEN_PEERS_DIR of the stand-in; returns the file its runs are counted in."""
+    """PEERS_VENV and GEN_PEERS_DIR of the stand-in; returns the path its runs are counted at
+    (plus the thread count)."""
     (tmp_path / "peers" / "onednn").mkdir(parents=True)
     (tmp_path / "peers" / "onednn" / "dnnl.py").write_text(FAKE_DNNL)
     python = tmp_path / "venv" / "bin" / "python"
@@ -251,7 +256,7 @@ def fake_v313(monkeypatch, tmp_path):
     monkeypatch.setenv("GEN_PEERS_DIR", str(tmp_path / "peers"))
     monkeypatch.setenv("FAKE_RUNS", str(tmp_path / "runs"))
     monkeypatch.setattr(peers, "available", lambda note: [])
-    return tmp_path / "runs"
+    return str(tmp_path / "runs")
 
 
 def test_subprocess_peer_is_timed_in_gen_rounds(capsys, tmp_path, fake_v313):
@@ -263,15 +268,24 @@ def test_subprocess_peer_is_timed_in_gen_rounds(capsys, tmp_path, fake_v313):
     for r in rows:
         assert r["onednn_sycl_impl"] == "fake impl" and r["onednn_sycl_us"] >= 100
         assert r["vs_onednn_sycl"] == pytest.approx(r["onednn_sycl_us"] / r["us"])
-    # each thread count's process ran its own rounds: a warm-up and timed calls, > 1 each
-    assert len(fake_v313.read_text()) > 2 * 2
+    # each thread count's own process ran rounds: a warm-up and timed calls, > 1 each
+    for n in (1, 2):
+        assert len(open(fake_v313 + str(n)).read()) > 2
+
+
+def two_cases(monkeypatch, bad_first):
+    """Two small reorders as the bench's cases; with bad_first the first one's peer spec has a
+    destination the stand-in cannot build."""
+    good = bench_cases.reorder_case((2, 3, 4, 5), "nchw", "nhwc")
+    other = bench_cases.reorder_case((2, 3, 4, 5), "nchw", "bad" if bad_first else "nhwc")
+    first = other._replace(make=good.make, name="first " + good.name)
+    monkeypatch.setattr(bench_cases, "CASES", [first, good])
+    return first, good
 
 
 def test_subprocess_peer_failures_are_notes(capsys, monkeypatch, tmp_path, fake_v313):
-    bad = bench_cases.reorder_case((2, 3, 4, 5), "nchw", "bad")
-    good = bench_cases.reorder_case((2, 3, 4, 5), "nchw", "nhwc")
-    monkeypatch.setattr(bench_cases, "CASES", [bad._replace(make=good.make), good])
-    monkeypatch.setenv("RUNS_BEFORE_EXIT", "3")
+    bad, good = two_cases(monkeypatch, bad_first=True)
+    monkeypatch.setenv("FAKE_EXIT_AT", "3")
     path = tmp_path / "b.json"
     status, out, err = run_bench(capsys, "--peers", "--json", str(path))
     rows = json.loads(path.read_text())["rows"]
@@ -281,9 +295,21 @@ def test_subprocess_peer_failures_are_notes(capsys, monkeypatch, tmp_path, fake_
     lines = err.splitlines()
     assert lines[0] == ("bench: onednn_sycl peer, %s, 1 threads: ValueError: could not "
                         "create a reorder to bad" % bad.name)
-    assert lines[1] == "bench: onednn_sycl peer failed at 1 threads: exit 3"
+    assert lines[1] == "bench: onednn_sycl peer failed at 1 threads (exit 3): fake verbose line"
     assert lines[2].startswith("bench: %s, 1 threads: timed again without onednn_sycl" % good.name)
     assert len(lines) == 3
+
+
+def test_subprocess_peer_error_in_a_round_drops_that_case_only(capsys, monkeypatch, tmp_path,
+                                                                fake_v313):
+    first, good = two_cases(monkeypatch, bad_first=False)
+    monkeypatch.setenv("FAKE_RAISE_AT", "2")
+    path = tmp_path / "b.json"
+    status, out, err = run_bench(capsys, "--peers", "--json", str(path))
+    rows = json.loads(path.read_text())["rows"]
+    assert status == 0 and "onednn_sycl_us" not in rows[0] and rows[1]["onednn_sycl_us"] > 0
+    assert err == ("bench: %s, 1 threads: timed again without onednn_sycl (RuntimeError: "
+                   "execute failed)\n" % first.name)
 
 
 def test_onednn_library_path(monkeypatch):

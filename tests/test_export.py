@@ -338,6 +338,8 @@ RESAMPLES = [
     ("3d_ndhwc_linear_bwd", (1, 3, 4, 3, 2), "f32:ndhwc", "linear", (2, 5, 3), True),
     ("3d_nCdhw8c_linear", (1, 9, 2, 3, 4), "f32:nCdhw8c", "linear", (3, 2, 6), False),
     ("big_2d_nhwc_linear", (1, 32, 24, 24), "f32:nhwc", "linear", (48, 36), False),
+    # the direct path (a last axis that shrinks, runs of 40) with items of both images
+    ("2d_nhwc_linear_down_grouped", (2, 40, 12, 20), "f32:nhwc", "linear", (3, 5), False),
 ]
 
 

@@ -135,3 +135,46 @@ def test_vector_tiers_give_the_same_bits():
             for tier in registry.supported() if tier != "scalar"]
     assert runs and all(run == runs[0] for run in runs)
     assert all(one == two for one, two in zip(runs[0][::2], runs[0][1::2]))
+
+
+# Items of several outer positions (group > 1) on every tier, with the direct path taken where
+# the tier has it: nChw16c forward (groups of 8), NHWC 4x down forward (2 images), and
+# backward lines that no diff_dst row reaches (K = 0), written as zeros over a destination
+# that holds garbage before the call
+GROUPED = [((2, 64, 4, 6), (9, 11), "nChw16c", False), ((2, 40, 12, 20), (3, 5), "nhwc", False),
+           ((2, 64, 16, 10), (4, 7), "nChw16c", True)]
+GROUPED_SCRIPT = r"""
+import json, sys, numpy as np, gen
+from gen import plan
+plan.STREAM_BYTES = 0  # every destination streams: the direct path
+out = []
+for dims, sp, fmt, backward in json.loads(sys.argv[1]):
+    small = dims[:2] + sp
+    x = (np.random.default_rng(dims[1]).standard_normal(small if backward else dims) * 4)
+    x = gen.Memory.from_array(x.astype(np.float32), format=fmt)
+    big = gen.MemoryDesc(dims, "f32", fmt)
+    prim = (gen.ResampleBackward(x.desc, big, alg="linear") if backward
+            else gen.Resample(x.desc, gen.MemoryDesc(small, "f32", fmt), alg="linear"))
+    y = gen.Memory(big if backward else gen.MemoryDesc(small, "f32", fmt))
+    y.data[:] = 0x7f
+    prim(x, y)
+    out.append([prim._plan.tables.fields["group"], y.to_array().tolist()])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("tier", registry.supported())
+def test_grouped_items_on_every_tier(tier):
+    got = json.loads(subprocess.run(
+        [sys.executable, "-c", GROUPED_SCRIPT, json.dumps(GROUPED)], capture_output=True,
+        env=dict(os.environ, GEN_ISA=tier), text=True, check=True).stdout)
+    assert [g for g, _ in got] == [8, 2, 8]
+    for (dims, sp, fmt, backward), (_, y) in zip(GROUPED, got):
+        small = dims[:2] + sp
+        x = (np.random.default_rng(dims[1]).standard_normal(small if backward else dims) * 4)
+        x = x.astype(np.float32)
+        if backward:
+            want, scale = rr.backward(x, dims[2:], "linear"), rr.backward_abs(x, dims[2:], "linear")
+        else:
+            want, scale = rr.forward(x, sp, "linear"), rr.forward_abs(x, sp, "linear")
+        assert np.all(np.abs(np.array(y) - want) <= 1e-6 * scale + 1e-30), (tier, fmt, backward)

@@ -76,7 +76,10 @@ def resample_check(run, alg, backward, src_dims, dst_dims):
 """
 
 _ONEDNN_SCRIPT = _CHECKS + """
-import json, sys, time
+import json, os, sys, time
+# replies go to the original stdout; whatever the library prints (DNNL_VERBOSE) to stderr
+replies = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
 import dnnl
 
 def layout(tag, dims):
@@ -129,7 +132,7 @@ for line in sys.stdin:
             reply = {"times": times}
     except Exception as e:
         reply = {"error": "%s: %s" % (type(e).__name__, e)}
-    print(json.dumps(reply), flush=True)
+    print(json.dumps(reply), file=replies, flush=True)
 """
 
 NAME = "onednn_sycl"
@@ -160,7 +163,7 @@ class Peer:
 
     def _ask(self, n, msg):
         """The reply to msg from the process of n threads, or None if that process is gone
-        (noted once, with the last line it wrote to stderr)."""
+        (noted once, with its exit status and the last line it wrote to stderr)."""
         if n not in self.procs:
             return None
         proc, err = self.procs[n]
@@ -172,12 +175,12 @@ class Peer:
             line = ""
         if line:
             return json.loads(line)
-        proc.kill()
-        proc.wait()
+        _end(proc, err)
         err.seek(0)
-        last = (err.read().strip().splitlines() or ["exit %d" % proc.returncode])[-1]
+        last = (err.read().strip().splitlines() or ["nothing on stderr"])[-1]
         err.close()
-        self.note("%s peer failed at %d threads: %s" % (NAME, n, last))
+        self.note("%s peer failed at %d threads (exit %d): %s" % (NAME, n, proc.returncode,
+                                                                  last))
         del self.procs[n]
         return None
 
@@ -203,10 +206,24 @@ class Peer:
 
     def close(self):
         for proc, err in self.procs.values():
-            proc.stdin.close()
-            proc.wait()
+            _end(proc, err)
             err.close()
         self.procs = {}
+
+
+def _end(proc, err, wait_s=10):
+    """End a peer process: its pipes closed (a reply it is still writing fails, instead of
+    blocking on a full pipe), then killed if it has not exited within wait_s seconds."""
+    for pipe in (proc.stdin, proc.stdout):
+        try:
+            pipe.close()
+        except OSError:  # a request still buffered for a process that is gone
+            pass
+    try:
+        proc.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def start(threads, note):
@@ -219,13 +236,19 @@ def start(threads, note):
         note("%s peer unavailable: %s" % (NAME, "set GEN_PEERS_DIR" if pdir is None else
                                           "no venv %s, run onednn/setup.sh" % venv))
         return None
-    procs = {}
+    peer = Peer({}, note)
     for n in threads:
         env = dict(os.environ, DNNL_PEER_NTHR=str(n), PEERS_VENV=str(venv),
                    PYTHONPATH=str(pdir / "onednn"))
         # stderr goes to a file: a pipe nobody reads could fill and stall the peer
-        err = tempfile.TemporaryFile("w+")
-        procs[n] = (subprocess.Popen([str(python), "-c", _ONEDNN_SCRIPT], env=env, text=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err),
-                    err)
-    return Peer(procs, note)
+        err = tempfile.TemporaryFile("w+", errors="replace")
+        try:
+            peer.procs[n] = (subprocess.Popen(
+                [str(python), "-c", _ONEDNN_SCRIPT], env=env, text=True, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=err), err)
+        except OSError as e:
+            err.close()
+            peer.close()
+            note("%s peer unavailable: %s" % (NAME, e))
+            return None
+    return peer
