@@ -256,6 +256,7 @@ def fake_v313(monkeypatch, tmp_path):
     monkeypatch.setenv("GEN_PEERS_DIR", str(tmp_path / "peers"))
     monkeypatch.setenv("FAKE_RUNS", str(tmp_path / "runs"))
     monkeypatch.setattr(peers, "available", lambda note: [])
+    monkeypatch.setattr(bench, "busy_cpus", lambda: 0)  # no load note: stderr is exact
     return str(tmp_path / "runs")
 
 
