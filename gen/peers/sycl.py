@@ -175,7 +175,7 @@ class Peer:
             line = ""
         if line:
             return json.loads(line)
-        _end(proc, err)
+        _end(proc)
         err.seek(0)
         last = (err.read().strip().splitlines() or ["nothing on stderr"])[-1]
         err.close()
@@ -206,12 +206,12 @@ class Peer:
 
     def close(self):
         for proc, err in self.procs.values():
-            _end(proc, err)
+            _end(proc)
             err.close()
         self.procs = {}
 
 
-def _end(proc, err, wait_s=10):
+def _end(proc, wait_s=10):
     """End a peer process: its pipes closed (a reply it is still writing fails, instead of
     blocking on a full pipe), then killed if it has not exited within wait_s seconds."""
     for pipe in (proc.stdin, proc.stdout):
