@@ -68,7 +68,7 @@ def _tile_context(spec):
 def render_kernel(spec, linkage: str = "") -> str:
     """One kernel's C; `linkage` "static " keeps an exported file's kernels private."""
     ctx = dict(CHUNKS, spec=spec, isa=TIERS[spec.isa], vector=spec.vector,
-               dt=TABLE[spec.src] if spec.src else None, linkage=linkage)
+               dt=TABLE[spec.src] if spec.src else None, linkage=linkage, line=LINE)
     if spec.kind == "tile":
         ctx.update(_tile_context(spec))
     if spec.kind == "interleave":
