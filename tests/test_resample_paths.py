@@ -138,11 +138,11 @@ def test_vector_tiers_give_the_same_bits():
 
 
 # Items of several outer positions (group > 1) on every tier, with the direct path taken where
-# the tier has it: nChw16c forward (groups of 8), NHWC 4x down forward (2 images), and
-# backward lines that no diff_dst row reaches (K = 0), written as zeros over a destination
-# that holds garbage before the call
-GROUPED = [((2, 64, 4, 6), (9, 11), "nChw16c", False), ((2, 40, 12, 20), (3, 5), "nhwc", False),
-           ((2, 64, 16, 10), (4, 7), "nChw16c", True)]
+# the tier has it: nChw16c and nChw8c forward (groups of 8; runs of one vector on AVX-512 and
+# AVX2), NHWC 4x down forward (2 images), and backward lines that no diff_dst row reaches
+# (K = 0), written as zeros over a destination that holds garbage before the call
+GROUPED = [((2, 64, 4, 6), (9, 11), "nChw16c", False), ((2, 64, 4, 6), (9, 11), "nChw8c", False),
+           ((2, 40, 12, 20), (3, 5), "nhwc", False), ((2, 64, 16, 10), (4, 7), "nChw16c", True)]
 GROUPED_SCRIPT = r"""
 import json, sys, numpy as np, gen
 from gen import plan
@@ -168,7 +168,7 @@ def test_grouped_items_on_every_tier(tier):
     got = json.loads(subprocess.run(
         [sys.executable, "-c", GROUPED_SCRIPT, json.dumps(GROUPED)], capture_output=True,
         env=dict(os.environ, GEN_ISA=tier), text=True, check=True).stdout)
-    assert [g for g, _ in got] == [8, 2, 8]
+    assert [g for g, _ in got] == [8, 8, 2, 8]
     for (dims, sp, fmt, backward), (_, y) in zip(GROUPED, got):
         small = dims[:2] + sp
         x = (np.random.default_rng(dims[1]).standard_normal(small if backward else dims) * 4)
