@@ -99,16 +99,43 @@ def test_direct_only_where_it_measured_faster(monkeypatch):
 
 @pytest.mark.parametrize("dims,fmt,group", [
     ((5, 32, 4, 6), "nChw16c", 5), ((2, 64, 4, 6), "nChw16c", 8), ((3, 48, 4, 6), "nChw16c", 3),
-    ((1, 40, 4, 6), "nChw16c", 1), ((7, 16, 4, 6), "nhwc", 7), ((1, 24, 4, 6), "nChw8c", 3)])
+    ((1, 40, 4, 6), "nChw16c", 1), ((7, 16, 4, 6), "nhwc", 7), ((1, 24, 4, 6), "nChw8c", 3),
+    ((8, 256, 4, 10), "nhwc", 4), ((2, 1024, 4, 10), "nhwc", 1)])
 def test_direct_items_take_outer_positions_of_equal_runs(dims, fmt, group, monkeypatch):
-    """Up to direct_group (8) outer positions per item, as many as divide their count; one at
-    a time when the runs differ (16, 16 and 8 channels). The buffered path takes one."""
+    """Up to direct_group (8) outer positions per item, as many as divide their count and
+    whose source lines (2 per output row here) and destination rows fit GROUP_BYTES: NHWC
+    rows of 10 -> 11 pixels of 256 channels take 31 KB per image, so 4 images; of 1024, one.
+    One at a time when the runs differ (16, 16 and 8 channels). The buffered path takes one."""
     x = np.zeros(dims, np.float32)
     for stream_bytes, want in ((0, group), (1 << 60, 1)):
         monkeypatch.setattr(plan, "STREAM_BYTES", stream_bytes)
         rs._plan_of.cache_clear()
         assert plan_field(x, (9, 11), fmt, "group") == want
     rs._plan_of.cache_clear()
+
+
+def test_more_threads_stream_only_past_the_cache(monkeypatch):
+    """f32 streams at one thread from plan.streams' size (as a copy of its destination), at
+    any thread count only when the call's bytes (source and destination) reach llc_bytes();
+    other types never. Results are the same bits either way."""
+    x = np.random.default_rng(5).standard_normal((4, 32, 20, 24)).astype(np.float32)
+    src = gen.Memory.from_array(x, format="nhwc")  # 245 KB; 2x up writes 983 KB
+    monkeypatch.setattr(plan, "STREAM_BYTES", 0)
+    results = set()
+    for llc, want in ((0, rs.ANY_THREADS), (1 << 20, rs.ANY_THREADS), (3 << 19, 1),
+                      (2 << 20, 0)):
+        monkeypatch.setenv("GEN_LLC_BYTES", str(llc))
+        plan.llc_bytes.cache_clear()
+        rs._plan_of.cache_clear()
+        assert plan_field(x, (40, 48), "nhwc", "stream") == want, llc
+        assert plan_field(x, (40, 48), "nhwc", "stream", "bf16") == 0
+        for threads in (1, 2):
+            y = gen.resample(src, alg="linear", out_spatial=(40, 48), threads=threads)
+            results.add(bytes(y.data))
+    monkeypatch.undo()
+    plan.llc_bytes.cache_clear()
+    rs._plan_of.cache_clear()
+    assert len(results) == 1
 
 
 # plain layouts: 2x up and odd ratios, rows shorter and longer than a step of 16, 1-D to 3-D
