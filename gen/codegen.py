@@ -19,7 +19,8 @@ CHUNKS = {"run_chunk": 1 << 16, "strided_chunk": 1 << 12, "strided_block": 256,
           "tile_stage": 1 << 12,  # bytes: a converting tile gathers short rows there
           "interleave_chunk": 1 << 10,
           "pack_run": 64, "pack_line": 1 << 10,  # converting runs shorter than pack_run
-          "direct_group": 8}  # outer positions per item of the resampling's direct path
+          "direct_group": 8,  # outer positions per item of the resampling's direct path
+          "prefetch_items": 4}  # resampling items of one line: lines fetched this far ahead
 
 
 def template_dir() -> Path:
@@ -127,7 +128,7 @@ def cdef(specs) -> str:
         "  int64_t out[3]; const int64_t *start[3], *soff[3], *doff[3]; const float *w[3];",
         "  int64_t rows, stream; const int32_t *row_off, *win, *perm, *wide;",
         "  const int32_t *win16, *perm16;",
-        "  int64_t taps2, pitch, nseg, cw, rsize, kmax, direct, flat, group;",
+        "  int64_t taps2, pitch, nseg, cw, rsize, kmax, direct, flat, group, prefetch;",
         "  const int32_t *idx2;",
         "  const float *w2;",
         "  const int64_t *seg, *soff2; int32_t *failed; } gen_resample;",

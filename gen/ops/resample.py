@@ -223,6 +223,11 @@ class _Plan:
             group = max(g for g in range(1, codegen.CHUNKS["direct_group"] + 1)
                         if runs.size % g == 0 and (g == 1 or g * line * esize <= GROUP_BYTES))
         tb.scalar("group", group)
+        # rows of contiguous lines read from a source of half the last-level cache or more
+        # prefetch the lines of items ahead (NCHW 2x up backward, 25.7 MB of diff_dst: 3-4x
+        # faster; sources that stay in the cache took 5-10 % longer with it)
+        tb.scalar("prefetch", tb.fields.get("flat") == 1 and rows
+                  and 2 * math.prod(key.dims_in) * esize >= plan.llc_bytes())
         # groups of outer positions x rows of the last axis: the work, per thread of a row
         # at least
         self.items = runs.size // group * axes[0].out * axes[1].out
