@@ -138,26 +138,31 @@ def test_more_threads_stream_only_past_the_cache(monkeypatch):
     assert len(results) == 1
 
 
-def test_rows_prefetch_from_a_source_of_half_the_cache(monkeypatch):
-    """Rows of contiguous lines prefetch the lines of items ahead when the kernel's source is
-    half of llc_bytes() or more (forward and backward alike); channel runs never. The same
-    bits either way."""
+def test_prefetch_from_a_source_of_half_the_cache(monkeypatch):
+    """Items of contiguous lines prefetch the lines of items ahead when the kernel's source is
+    half of llc_bytes() or more (forward and backward alike), and the item's lines hold
+    PREFETCH_BYTES at most: NCHW rows and NHWC runs of 32 channels (2 lines of 3 KB), not
+    runs of 256 (2 of 24 KB). The same bits either way."""
     x = np.random.default_rng(6).standard_normal((4, 32, 20, 24)).astype(np.float32)  # 245 KB
     dy = np.random.default_rng(7).standard_normal((4, 32, 40, 48)).astype(np.float32)
-    results = set()
+    wide = np.zeros((1, 256, 5, 24), np.float32)
+    results = {}
     for llc, want in ((0, 1), (2 * x.nbytes, 1), (2 * x.nbytes + 1, 0)):
         monkeypatch.setenv("GEN_LLC_BYTES", str(llc))
         plan.llc_bytes.cache_clear()
         rs._plan_of.cache_clear()
-        assert plan_field(x, (40, 48), "nchw", "prefetch") == want, llc
-        assert plan_field(x, (40, 48), "nhwc", "prefetch") == 0
-        y = gen.resample(x, alg="linear", out_spatial=(40, 48), threads=2)
-        dx = gen.resample_backward(dy, alg="linear", in_spatial=(20, 24), threads=2)
-        results.add(bytes(y.data) + bytes(dx.data))
+        for fmt in ("nchw", "nhwc"):
+            assert plan_field(x, (40, 48), fmt, "prefetch") == want, (llc, fmt)
+            y = gen.resample(gen.Memory.from_array(x, format=fmt), alg="linear",
+                             out_spatial=(40, 48), threads=2)
+            dx = gen.resample_backward(gen.Memory.from_array(dy, format=fmt), alg="linear",
+                                       in_spatial=(20, 24), threads=2)
+            results.setdefault(fmt, set()).add(bytes(y.data) + bytes(dx.data))
+        assert plan_field(wide, (10, 48), "nhwc", "prefetch") == 0
     monkeypatch.undo()
     plan.llc_bytes.cache_clear()
     rs._plan_of.cache_clear()
-    assert len(results) == 1
+    assert [len(r) for r in results.values()] == [1, 1]
 
 
 # plain layouts: 2x up and odd ratios, rows shorter and longer than a step of 16, 1-D to 3-D
