@@ -114,7 +114,20 @@ def test_direct_items_take_outer_positions_of_equal_runs(dims, fmt, group, monke
     rs._plan_of.cache_clear()
 
 
-def test_more_threads_stream_only_past_the_cache(monkeypatch):
+@pytest.fixture
+def cache_size(monkeypatch):
+    """set(nbytes): GEN_LLC_BYTES for the plans made next; restored (caches cleared) after."""
+    def set_size(nbytes):
+        monkeypatch.setenv("GEN_LLC_BYTES", str(nbytes))
+        plan.llc_bytes.cache_clear()
+        rs._plan_of.cache_clear()
+    yield set_size
+    monkeypatch.undo()
+    plan.llc_bytes.cache_clear()
+    rs._plan_of.cache_clear()
+
+
+def test_more_threads_stream_only_past_the_cache(cache_size, monkeypatch):
     """f32 streams at one thread from plan.streams' size (as a copy of its destination), at
     any thread count only when the call's bytes (source and destination) reach llc_bytes();
     other types never. Results are the same bits either way."""
@@ -124,21 +137,16 @@ def test_more_threads_stream_only_past_the_cache(monkeypatch):
     results = set()
     for llc, want in ((0, rs.ANY_THREADS), (1 << 20, rs.ANY_THREADS), (3 << 19, 1),
                       (2 << 20, 0)):
-        monkeypatch.setenv("GEN_LLC_BYTES", str(llc))
-        plan.llc_bytes.cache_clear()
-        rs._plan_of.cache_clear()
+        cache_size(llc)
         assert plan_field(x, (40, 48), "nhwc", "stream") == want, llc
         assert plan_field(x, (40, 48), "nhwc", "stream", "bf16") == 0
         for threads in (1, 2):
             y = gen.resample(src, alg="linear", out_spatial=(40, 48), threads=threads)
             results.add(bytes(y.data))
-    monkeypatch.undo()
-    plan.llc_bytes.cache_clear()
-    rs._plan_of.cache_clear()
     assert len(results) == 1
 
 
-def test_prefetch_from_a_source_of_half_the_cache(monkeypatch):
+def test_prefetch_from_a_source_of_half_the_cache(cache_size):
     """Items of contiguous lines prefetch the lines of items ahead when the kernel's source is
     half of llc_bytes() or more (forward and backward alike), and the item's lines hold
     PREFETCH_BYTES at most: NCHW rows and NHWC runs of 32 channels (2 lines of 3 KB), not
@@ -148,9 +156,7 @@ def test_prefetch_from_a_source_of_half_the_cache(monkeypatch):
     wide = np.zeros((1, 256, 5, 24), np.float32)
     results = {}
     for llc, want in ((0, 1), (2 * x.nbytes, 1), (2 * x.nbytes + 1, 0)):
-        monkeypatch.setenv("GEN_LLC_BYTES", str(llc))
-        plan.llc_bytes.cache_clear()
-        rs._plan_of.cache_clear()
+        cache_size(llc)
         for fmt in ("nchw", "nhwc"):
             assert plan_field(x, (40, 48), fmt, "prefetch") == want, (llc, fmt)
             y = gen.resample(gen.Memory.from_array(x, format=fmt), alg="linear",
@@ -159,9 +165,6 @@ def test_prefetch_from_a_source_of_half_the_cache(monkeypatch):
                                        in_spatial=(20, 24), threads=2)
             results.setdefault(fmt, set()).add(bytes(y.data) + bytes(dx.data))
         assert plan_field(wide, (10, 48), "nhwc", "prefetch") == 0
-    monkeypatch.undo()
-    plan.llc_bytes.cache_clear()
-    rs._plan_of.cache_clear()
     assert [len(r) for r in results.values()] == [1, 1]
 
 
