@@ -168,9 +168,10 @@ def test_prefetch_from_a_source_of_half_the_cache(cache_size):
     assert [len(r) for r in results.values()] == [1, 1]
 
 
-# plain layouts: 2x up and odd ratios, rows shorter and longer than a step of 16, 1-D to 3-D
+# plain layouts: 2x up and odd ratios, rows shorter and longer than a step of 16, 1-D to 3-D;
+# 71 -> 73, whose steps of 16 alternate between taps within 16 sources and wider ones
 PLAIN = [((2, 3, 11, 37), (22, 74)), ((1, 2, 5, 9), (7, 31)), ((1, 2, 3, 4, 40), (6, 8, 80)),
-         ((2, 3, 50), (17,))]
+         ((2, 3, 50), (17,)), ((1, 2, 3, 71), (5, 73))]
 SCRIPT = r"""
 import json, sys, numpy as np, gen
 out = []
