@@ -17,7 +17,6 @@ CHUNKS = {"run_chunk": 1 << 16, "strided_chunk": 1 << 12, "strided_block": 256,
           "tile_chunk": 1 << 9, "tile_lines": 4,  # at most (plan.py picks per problem)
           "cvt_tile_buffer": 1 << 14,  # bytes: a converting tile's buffer stays in L1
           "tile_stage": 1 << 12,  # bytes: a converting tile gathers short rows there
-          "stage_run": 512,  # bytes of each column a staged converting tile's item writes
           "interleave_chunk": 1 << 10,
           "pack_run": 64, "pack_line": 1 << 10,  # converting runs shorter than pack_run
           "direct_group": 8,  # outer positions per item of the resampling's direct path
@@ -118,8 +117,7 @@ def cdef(specs) -> str:
         "  int64_t n[GEN_MAX_NODES], src_str[GEN_MAX_NODES], dst_str[GEN_MAX_NODES];",
         "  int64_t scl_str[GEN_MAX_NODES];",
         "  int64_t a_n, a_src, a_dst, a_scl; int64_t b_n, b_src, b_dst, b_scl;",
-        "  int64_t pad; int64_t stream; int64_t lines; int64_t staged;",
-        "  const int64_t *a_tab, *b_tab; } gen_piece;",
+        "  int64_t pad; int64_t stream; int64_t lines; const int64_t *a_tab, *b_tab; } gen_piece;",
         "typedef struct { const float *scales; float src_zp, dst_zp, beta; int32_t sum; } gen_attr;",
         "typedef void (*gen_kernel_fn)(const char *, char *, const gen_piece *, const gen_attr *,",
         "                              int, int);",

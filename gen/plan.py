@@ -111,7 +111,7 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
         if len(outer) > codegen.MAX_NODES:
             raise Error(f"layout pair needs {len(outer)} loop nodes, more than "
                         f"{codegen.MAX_NODES}")
-        tables, staged = {"a_tab": None, "b_tab": None}, False
+        tables = {"a_tab": None, "b_tab": None}
         if spec.kind == "tile":
             # rows past a_n (destination padding, a single node) are zeros, never read
             rows = nest_offsets(a, "src") * src_esize
@@ -119,11 +119,9 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
                       "b_tab": nest_offsets(b, "dst") * esize}
             a, b = _linear(a), _linear(b)
             lines = _tile_lines(spec, rows, b.n, src_esize, convert)
-            aligned = not (tables["b_tab"] % 64).any()
-            piece_stream = stream and aligned and (
+            piece_stream = stream and not (tables["b_tab"] % 64).any() and (
                 choice is not None or convert is not None
                 or _tile_streams(spec, tables["b_tab"], a.n + piece.pad, lines, dst_nbytes))
-            staged = _tile_staged(spec, stream, convert, aligned, a.n + piece.pad)
         elif spec.kind == "interleave" and choice is None:
             piece_stream = int(streams(dst_nbytes, INTERLEAVE_STREAM_BYTES, traffic))
             lines = 0
@@ -136,8 +134,7 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
             "dst_str": [n.dst * esize for n in outer], "scl_str": [n.scl for n in outer],
             "a_n": a.n, "a_src": a.src * src_esize, "a_dst": a.dst * esize, "a_scl": a.scl,
             "b_n": b.n, "b_src": b.src * src_esize, "b_dst": b.dst * esize, "b_scl": b.scl,
-            "pad": piece.pad * esize, "stream": int(piece_stream), "lines": lines,
-            "staged": int(staged), **tables}))
+            "pad": piece.pad * esize, "stream": int(piece_stream), "lines": lines, **tables}))
     return out
 
 
@@ -176,18 +173,6 @@ def _tile_streams(spec, b_tab, row, lines, dst_nbytes) -> bool:
     if whole and bool(np.all(np.diff(np.sort(b_tab)) == row * spec.esize)):
         return streams(dst_nbytes, REGION_BYTES)
     return min(len(b_tab), codegen.CHUNKS["tile_chunk"]) > TILE_RUNS
-
-
-def _tile_staged(spec, stream, convert, aligned, rows) -> bool:
-    """Whether a converting tile whose destination columns are not all line-aligned (so
-    that it cannot stream them in place) streams them from a stage in L1: its item's columns
-    are transposed there, then copied out with streaming stores but for each run's partial
-    first and last lines. Plain stores read every destination line first: rand06, s8 -> f32
-    aBc16b -> cba with 8116-byte columns, took 7.7 ms at 1 thread, 4.3 ms staged (Zen5). The
-    stage holds the item's columns of up to stage_run bytes each: it needs a line's worth of
-    rows (tile_a) at least, or an item's columns would not fit."""
-    return (bool(stream) and convert is not None and not aligned and spec.vector is not None
-            and rows >= spec.tile_a)
 
 
 def _tile_lines(spec, rows, bn, src_esize, convert) -> int:

@@ -11,7 +11,7 @@ import pytest
 
 from gen import registry
 
-from reference import pack, unpack
+from reference import pack
 
 # Layout pairs that, over element sizes 1..8, reach every kernel kind (run, tile, strided,
 # interleave, zero fill) with and without tails.
@@ -118,58 +118,3 @@ def test_tier_conversions_match_reference(tier):
         want = cr.reference_reorder(a, d, dst_old=old, **attrs)
         result = np.frombuffer(bytes.fromhex(raw), np.ascontiguousarray(want).dtype)
         cr.assert_same(result, want, a, f"{tier} {n} {s}->{d} {attrs}")
-
-
-# Converting tiles whose destination columns are not line-aligned stream them from a stage
-# (plan._tile_staged): full blocks and a tail block of 10 channels (rows packed before their
-# conversion) into columns of 268 and 1200 bytes (300 rows: several items per column, whose
-# runs share partial lines), bf16 columns of 80 bytes, u8 -> f32 and f32 -> s8 (70 rows of one
-# byte), f16 -> f32; each with streaming (staged) and without, at 1 and 2 threads.
-STAGED = [((67, 42, 13), "aBc16b", "cba", "s8", "f32", {"scales": 0.5}),
-          ((300, 20, 13), "aBc16b", "cba", "s8", "f32", {"src_zero_point": 3}),
-          ((2, 40, 9, 11), "nchw", "nhwc", "f32", "bf16", {}),
-          ((3, 40, 5, 7), "nhwc", "nchw", "u8", "f32", {"scales": 0.25}),
-          ((2, 70, 5, 7), "nchw", "nhwc", "f32", "s8", {"scales": 8.0}),
-          ((3, 67, 33), "abc", "acb", "f16", "f32", {})]
-
-STAGED_SCRIPT = r"""
-import json, sys
-sys.path.insert(0, sys.argv[2])
-import numpy as np, gen, convert_reference as cr
-from gen import plan
-plan.STREAM_BYTES = int(sys.argv[3])
-out = {"isa": gen.isa(), "staged": [], "results": []}
-for dims, stag, dtag, s, d, attrs in json.loads(sys.argv[1]):
-    a = cr.make_tensor(s, dims, np.random.default_rng(dims[0]))
-    src = gen.Memory.from_array(a, stag)
-    prim = gen.Reorder(src.desc, gen.MemoryDesc(dims, d, dtag), **attrs)
-    out["staged"].append(any(f["staged"] for spec, f in prim._plan.bound))
-    for threads in (1, 2):
-        m = gen.Memory(prim.dst_desc)
-        m.data[:] = 0xA5
-        prim(src, m, threads=threads)
-        out["results"].append(bytes(m.data).hex())
-print(json.dumps(out))
-"""
-
-
-@pytest.mark.parametrize("stream_bytes", [0, 1 << 40])
-@pytest.mark.parametrize("tier", registry.supported())
-def test_staged_tiles_match_reference(tier, stream_bytes):
-    import convert_reference as cr
-    here = os.path.dirname(os.path.abspath(__file__))
-    proc = subprocess.run(
-        [sys.executable, "-c", STAGED_SCRIPT, json.dumps(STAGED), here, str(stream_bytes)],
-        env=dict(os.environ, GEN_ISA=tier, GEN_LLC_BYTES="0"), capture_output=True, text=True,
-        check=True)
-    got = json.loads(proc.stdout)
-    assert got["isa"] == tier
-    assert got["staged"] == [stream_bytes == 0 and tier != "scalar"] * len(STAGED)
-    for i, (dims, stag, dtag, s, d, attrs) in enumerate(STAGED):
-        a = cr.make_tensor(s, dims, np.random.default_rng(dims[0]))
-        want = cr.reference_reorder(a, d, **attrs)
-        one, two = got["results"][2 * i:2 * i + 2]
-        assert one == two, (tier, stream_bytes, dims)
-        raw = np.frombuffer(bytes.fromhex(one), np.uint8)
-        cr.assert_same(unpack(raw, dims, dtag, want.dtype), want, a,
-                       f"{tier} {stream_bytes} {dims} {s}->{d}")
