@@ -218,7 +218,7 @@ def test_subprocess_peer_missing_says_why(monkeypatch, tmp_path):
 # A stand-in for ../shared/peers/onednn/dnnl.py: the subprocess peer's protocol without oneDNN.
 # Its op counts its runs in a file per thread count and prints a line of its own on stdout, as
 # DNNL_VERBOSE does; a reorder to "bad" fails to build; its FAKE_EXIT_AT-th run ends the
-# process, its FAKE_RAISE_AT-th run fails.
+# process, its FAKE_RAISE_AT-th run fails, its FAKE_HANG_AT-th run never returns.
 FAKE_DNNL = """
 import os, time
 class _Op:
@@ -234,6 +234,8 @@ class _Op:
             os._exit(3)
         if _Op.runs == int(os.environ.get("FAKE_RAISE_AT", 0)):
             raise RuntimeError("execute failed")
+        if _Op.runs == int(os.environ.get("FAKE_HANG_AT", 0)):
+            time.sleep(3600)
 def _reorder(dims, src_tag, dst_tag, *args, **kw):
     if dst_tag == "bad":
         raise ValueError("could not create a reorder to bad")
@@ -299,6 +301,20 @@ def test_subprocess_peer_failures_are_notes(capsys, monkeypatch, tmp_path, fake_
     assert lines[1] == "bench: onednn_sycl peer failed at 1 threads (exit 3): fake verbose line"
     assert lines[2].startswith("bench: %s, 1 threads: timed again without onednn_sycl" % good.name)
     assert len(lines) == 3
+
+
+def test_subprocess_peer_that_hangs_is_killed_and_noted(capsys, monkeypatch, tmp_path,
+                                                        fake_v313):
+    first, good = two_cases(monkeypatch, bad_first=False)
+    monkeypatch.setenv("FAKE_HANG_AT", "2")
+    monkeypatch.setattr(sycl, "REPLY_S", 1)
+    path = tmp_path / "b.json"
+    status, out, err = run_bench(capsys, "--peers", "--json", str(path))
+    rows = json.loads(path.read_text())["rows"]
+    assert status == 0 and len(rows) == 2 and not any("onednn_sycl_us" in r for r in rows)
+    assert err.splitlines() == [
+        "bench: onednn_sycl peer failed at 1 threads (no reply within 1 s): fake verbose line",
+        "bench: %s, 1 threads: timed again without onednn_sycl (its process is gone)" % first.name]
 
 
 def test_subprocess_peer_error_in_a_round_drops_that_case_only(capsys, monkeypatch, tmp_path,

@@ -6,7 +6,8 @@ runs ../shared/peers/onednn/dnnl.py (directory overridable with GEN_PEERS_DIR) w
 of its venv (PEERS_VENV, default /tmp/peers; made by that folder's setup.sh), one process per
 thread count (DNNL_PEER_NTHR), started once and kept for the whole bench. Each prepares one case
 at a time and times a round of it when asked, so the bench times it in the same rounds as gen,
-the copy and the in-process peers: drift of the host hits all alike. The source values are
+the copy and the in-process peers: drift of the host hits all alike. A process that does not
+answer within REPLY_S seconds is killed and noted, as one that ends. The source values are
 gen's (dnnl.py draws them as bench_cases.source_data does). Reorder attributes are passed as
 oneDNN runtime src scales (same mask), zero points and a sum post-op; shuffles as oneDNN's
 shuffle with group_size = C / group; resampling forward (forward_inference) and backward
@@ -18,9 +19,12 @@ case.
 """
 import json
 import os
+import select
 import subprocess
 import tempfile
 from pathlib import Path
+
+REPLY_S = 120  # seconds a peer process may take to answer (prepare a case, time a round)
 
 # The script answers one JSON line per line of stdin: {"case": spec} prepares that case
 # (checked, primitive created, buffers filled) and replies {"impl"}; {"round": [warm_s,
@@ -163,24 +167,28 @@ class Peer:
 
     def _ask(self, n, msg):
         """The reply to msg from the process of n threads, or None if that process is gone
-        (noted once, with its exit status and the last line it wrote to stderr)."""
+        or did not answer within REPLY_S seconds, then killed (noted once, with its exit
+        status or the wait, and the last line it wrote to stderr)."""
         if n not in self.procs:
             return None
         proc, err = self.procs[n]
+        hung = False
         try:
             proc.stdin.write(json.dumps(msg) + "\n")
             proc.stdin.flush()
-            line = proc.stdout.readline()
+            # one reply line per request: nothing is left in the reader's buffer to wait on
+            hung = not select.select([proc.stdout], [], [], REPLY_S)[0]
+            line = "" if hung else proc.stdout.readline()
         except OSError:
             line = ""
         if line:
             return json.loads(line)
-        _end(proc)
+        _end(proc, wait_s=0 if hung else 10)
         err.seek(0)
         last = (err.read().strip().splitlines() or ["nothing on stderr"])[-1]
         err.close()
-        self.note("%s peer failed at %d threads (exit %d): %s" % (NAME, n, proc.returncode,
-                                                                  last))
+        why = "no reply within %g s" % REPLY_S if hung else "exit %d" % proc.returncode
+        self.note("%s peer failed at %d threads (%s): %s" % (NAME, n, why, last))
         del self.procs[n]
         return None
 
@@ -200,7 +208,7 @@ class Peer:
         def round_(warm_s, round_s):
             got = self._ask(n, {"round": [warm_s, round_s]})
             if got is None or "error" in got:
-                raise Gone(got["error"] if got else "its process ended")
+                raise Gone(got["error"] if got else "its process is gone")
             return got["times"]
         return round_, r["impl"]
 
