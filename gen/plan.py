@@ -26,6 +26,8 @@ BYTES_PER_THREAD = 1 << 17
 # Destinations at least this large are written with streaming stores where lines are whole,
 # unless the call fits in the last-level cache (streams, llc_bytes).
 STREAM_BYTES = 1 << 21
+# The `stream` field of a destination that streams at any thread count (stream_threads)
+ANY_THREADS = 1 << 30
 # Destination runs a tile's work item writes, up to which plain stores beat streaming ones;
 # and the destination size from which a tile's whole rows that fill one region stream.
 TILE_RUNS = 16
@@ -77,6 +79,23 @@ def streams(dst_nbytes: int, floor: int = None, traffic: int = None) -> bool:
     return dst_nbytes >= floor and moved >= llc_bytes()
 
 
+def stream_threads(dst_nbytes: int, floor: int = None, traffic: int = None) -> int:
+    """The most threads that write with streaming stores (a kernel streams when its thread
+    count is at most this): none where streams() says no; one only for a call that expands
+    (its destination is 3/4 of its traffic or more) and moves less than 1.5x llc_bytes();
+    else any. At 2 threads such a call's plain stores found much of the destination in the
+    cache again, where streaming stores went to memory (Zen5, 32 MiB of L3, alternating in
+    one process: s8 -> f32 of 8.4 MB into 33.5 MB 1.1-1.5x faster; f32 -> s8 and f32 -> bf16
+    of the same sizes 3-12 % slower with plain stores, and any call of 51 MB 10-30 %); at 1
+    thread streaming was as fast or faster."""
+    if not streams(dst_nbytes, floor, traffic):
+        return 0
+    moved = 2 * dst_nbytes if traffic is None else traffic
+    if 4 * dst_nbytes >= 3 * moved and 2 * moved < 3 * llc_bytes():
+        return 1
+    return ANY_THREADS
+
+
 def choices(problem, convert=None, dst_nbytes=0, traffic=None):
     """Per piece, the kernel kinds that can run it (registry.options), best guess first."""
     return [[o[0].kind for o in registry.options(*_choose_args(piece, problem.esize, convert),
@@ -97,7 +116,10 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
     esize = problem.esize  # dst's element size
     src_esize = TABLE[convert.src].size if convert else esize
     guess = streams(dst_nbytes, traffic=traffic)
-    stream = int(guess) if choice is None else choice.stream
+    if choice is None:
+        stream = stream_threads(dst_nbytes, traffic=traffic)
+    else:  # measured at one thread count, applied at all
+        stream = ANY_THREADS if choice.stream else 0
     out = []
     for i, piece in enumerate(problem.pieces):
         spec, a, b, outer = registry.choose(*_choose_args(piece, esize, convert), tier=tier,
@@ -119,11 +141,12 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
                       "b_tab": nest_offsets(b, "dst") * esize}
             a, b = _linear(a), _linear(b)
             lines = _tile_lines(spec, rows, b.n, src_esize, convert)
-            piece_stream = stream and not (tables["b_tab"] % 64).any() and (
+            aligned = not (tables["b_tab"] % 64).any()
+            piece_stream = stream if aligned and (
                 choice is not None or convert is not None
-                or _tile_streams(spec, tables["b_tab"], a.n + piece.pad, lines, dst_nbytes))
+                or _tile_streams(spec, tables["b_tab"], a.n + piece.pad, lines, dst_nbytes)) else 0
         elif spec.kind == "interleave" and choice is None:
-            piece_stream = int(streams(dst_nbytes, INTERLEAVE_STREAM_BYTES, traffic))
+            piece_stream = stream_threads(dst_nbytes, INTERLEAVE_STREAM_BYTES, traffic)
             lines = 0
         else:
             piece_stream, lines = stream, 0

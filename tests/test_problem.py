@@ -212,8 +212,8 @@ def test_few_channels_into_blocks_interleave_with_zero_rows(dtype, monkeypatch):
             prim = gen.Reorder(src.desc, gen.MemoryDesc(dims, dtype, tag))
             assert kind in prim.kernel, (dims, tag, prim.kernel)
             assert ("tile" in prim.kernel) == (dims[1] == 19 and stream_bytes == 0), prim.kernel
-            assert {f["stream"] for spec, f in prim._plan.bound
-                    if spec.kind == "interleave"} == {int(stream_bytes == 0)}
+            assert {f["stream"] > 0 for spec, f in prim._plan.bound
+                    if spec.kind == "interleave"} == {stream_bytes == 0}
             for threads in (1, 2):
                 out = gen.Memory(prim.dst_desc)
                 out.data[:] = 0xA5  # the padding must be written
@@ -231,7 +231,8 @@ def bound(dims, src, dst, dtypes=("f32", "f32")):
 
 
 def streams(dims, src, dst, dtypes=("f32", "f32")):
-    return [(spec.kind, f["stream"]) for spec, f in bound(dims, src, dst, dtypes)]
+    """(kernel kind, whether it streams at one thread) per piece."""
+    return [(spec.kind, int(f["stream"] > 0)) for spec, f in bound(dims, src, dst, dtypes)]
 
 
 def test_tile_streams_only_past_sixteen_runs():
@@ -315,7 +316,17 @@ def test_calls_that_fit_in_the_cache_never_stream(monkeypatch):
         assert streams((32, 64, 56, 56), "nchw", "nChw8c") == [("interleave", 1)]
         f32_s8 = gen.Reorder(gen.MemoryDesc((8, 64, 128, 128), "f32", "nchw"),
                              gen.MemoryDesc((8, 64, 128, 128), "s8", "nchw"), scales=[0.5])
-        assert {f["stream"] for _, f in f32_s8._plan.bound} == {1}  # 33.5 MB into 8.4
+        # 33.5 MB into 8.4
+        assert {f["stream"] for _, f in f32_s8._plan.bound} == {plan.ANY_THREADS}
+        # expanding into a destination of 3/4 of the traffic or more, under 1.5x the cache:
+        # more threads keep plain stores (8.4 MB into 33.5; 25.7 MB into 25.7 streams)
+        s8_f32 = gen.Reorder(gen.MemoryDesc((8, 64, 128, 128), "s8", "nchw"),
+                             gen.MemoryDesc((8, 64, 128, 128), "f32", "nchw"), scales=[0.5])
+        assert {f["stream"] for _, f in s8_f32._plan.bound} == {1}
+        assert plan.stream_threads(25 << 20, traffic=50 << 20) == plan.ANY_THREADS
+        assert plan.stream_threads(30 << 20, traffic=40 << 20) == 1
+        assert plan.stream_threads(30 << 20, traffic=41 << 20) == plan.ANY_THREADS  # < 3/4
+        assert plan.stream_threads(48 << 20, traffic=48 << 20) == plan.ANY_THREADS  # 1.5x
         assert not plan.streams(16 << 20, traffic=(32 << 20) - 1)
         assert plan.streams(16 << 20) and not plan.streams((16 << 20) - 1)
         monkeypatch.setenv("GEN_LLC_BYTES", "32M")

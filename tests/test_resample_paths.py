@@ -129,14 +129,15 @@ def cache_size(monkeypatch):
 
 def test_more_threads_stream_only_past_the_cache(cache_size, monkeypatch):
     """f32 streams at one thread from plan.streams' size (as a copy of its destination), at
-    any thread count only when the call's bytes (source and destination) reach llc_bytes();
-    other types never. Results are the same bits either way."""
+    any thread count only when the call's bytes (source and destination) reach llc_bytes(),
+    and 1.5x that for this call, which expands (plan.stream_threads); other types never.
+    Results are the same bits either way."""
     x = np.random.default_rng(5).standard_normal((4, 32, 20, 24)).astype(np.float32)
     src = gen.Memory.from_array(x, format="nhwc")  # 245 KB; 2x up writes 983 KB
     monkeypatch.setattr(plan, "STREAM_BYTES", 0)
     results = set()
-    for llc, want in ((0, rs.ANY_THREADS), (1 << 20, rs.ANY_THREADS), (3 << 19, 1),
-                      (2 << 20, 0)):
+    for llc, want in ((0, plan.ANY_THREADS), (1 << 19, plan.ANY_THREADS), (1 << 20, 1),
+                      (3 << 19, 1), (2 << 20, 0)):
         cache_size(llc)
         assert plan_field(x, (40, 48), "nhwc", "stream") == want, llc
         assert plan_field(x, (40, 48), "nhwc", "stream", "bf16") == 0

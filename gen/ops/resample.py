@@ -39,8 +39,6 @@ GROUP_BYTES = 128 << 10
 # An item's source lines (bytes) up to which those of items ahead are prefetched: NHWC 2x up
 # backward's 112 KB (4 lines of 28) gained 1-10 %, NDHWC's 64 KB (16 lines) took 1.6x longer.
 PREFETCH_BYTES = 32 << 10
-# r->stream of a destination that streams at any thread count
-ANY_THREADS = 1 << 30
 # An output size past any descriptor's (floor(in * factor) of a huge factor)
 MAX_SIZE = 1 << 62
 # Channels-last by rank: the format "any" picks (runs of channels vectorise).
@@ -179,16 +177,18 @@ class _Plan:
                                                           np.arange(axes[2].out) * esize)
         rows = rows and (not nearest or np.abs(src_off).max(initial=0) < 2**31)
         tb.scalar("rows", rows)
-        # the most threads that stream (f32 only). plan.streams counts a resampling as a copy
-        # of its destination: 1 thread streams from there. More threads stream only when the
-        # call's bytes do not fit the last-level cache: where they fit, the threads' plain
-        # stores keep the destination there, faster than streaming at the memory's rate
-        # (Zen5, 2 threads, 25.7 MB from 6.4: nChw16c and NDHWC 2x up 15-30 % faster, NCHW
-        # and NHWC 10-15 %, NCDHW the same; oneDNN v3.13 switches alike on this machine)
+        # the most threads that stream (f32 only): plan.stream_threads of the call's bytes,
+        # source and destination, and at least 1 thread from plan.streams' size, which counts
+        # a resampling as a copy of its destination. Where the call fits the last-level cache
+        # (or expands, below 1.5x), more threads' plain stores keep the destination there,
+        # faster than streaming at the memory's rate (Zen5, 2 threads, 2x up: 25.7 MB from 6.4
+        # nChw16c 15-30 % faster, NCHW and NHWC 10-15 %; 33.5 MB from 4.2 NDHWC 20 %, NCDHW
+        # the same; oneDNN v3.13 switches alike on this machine)
         stream = 0
-        if plan.streams(dst_nbytes) and dtypes.name(key.dtype) == "f32":
+        if dtypes.name(key.dtype) == "f32":
             traffic = (math.prod(key.dims_in) + math.prod(key.dims_out)) * esize
-            stream = ANY_THREADS if plan.streams(dst_nbytes, traffic=traffic) else 1
+            stream = (plan.stream_threads(dst_nbytes, traffic=traffic)
+                      or int(plan.streams(dst_nbytes)))
         tb.scalar("stream", stream)
         if nearest and rows:
             tb.array("row_off", "int32_t", _pad8(src_off))
