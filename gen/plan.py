@@ -86,8 +86,8 @@ def stream_threads(dst_nbytes: int, floor: int = None, traffic: int = None) -> i
     else any. At 2 threads such a call's plain stores found much of the destination in the
     cache again, where streaming stores went to memory (Zen5, 32 MiB of L3, alternating in
     one process: s8 -> f32 of 8.4 MB into 33.5 MB 1.1-1.5x faster; f32 -> s8 and f32 -> bf16
-    of the same sizes 3-12 % slower with plain stores, and any call of 51 MB 10-30 %); at 1
-    thread streaming was as fast or faster."""
+    of the same sizes 3-12 % slower with plain stores, nchw -> nhwc and a shuffle of 51 MB
+    10-30 %); at 1 thread streaming was as fast or faster."""
     if not streams(dst_nbytes, floor, traffic):
         return 0
     moved = 2 * dst_nbytes if traffic is None else traffic
