@@ -280,7 +280,9 @@ class _Plan:
             part = index[:, begin:end]
             line[:, begin:end] = np.where(part >= 0, part - lo + 1, 0)
         tb.array("idx2", "int32_t", _pad8(line))
-        win, wide, perm = _windows(_pad8(line), 1, None)
+        # windows of 32 R lines: two loads and a permute per tap on avx512, where 8 outputs'
+        # taps span 17-32 sources (2x down forward, 2x up backward)
+        win, wide, perm = _windows(_pad8(line), 1, None, 32)
         tb.array("win", "int32_t", win)
         tb.array("wide", "int32_t", wide)
         tb.array("perm", "int32_t", perm)
@@ -335,23 +337,23 @@ def _pad8(table):
     return np.concatenate([table, np.repeat(table[..., -1:], extra, -1)], -1)
 
 
-def _windows(index, lowest, size):
-    """Per step of 8 outputs (at multiples of 8): the first of the 8 or 16 consecutive sources
-    that hold all of the step's taps, or -1 (then the kernel gathers), whether it takes 16,
-    and each tap's position in them. `lowest`: the first usable index; `size`: sources end
-    there (None: unbounded)."""
+def _windows(index, lowest, size, widest=16):
+    """Per step of 8 outputs (at multiples of 8): the first of the 8, 16 or (up to `widest`)
+    32 consecutive sources that hold all of the step's taps, or -1 (then the kernel gathers),
+    which of them it takes (wide: 0, 1 or 2), and each tap's position in them. `lowest`: the
+    first usable index; `size`: sources end there (None: unbounded)."""
     n = index.shape[1]
     starts = np.arange(0, n, 8)
     base = np.minimum.reduceat(index.min(axis=0), starts)
     span = np.maximum.reduceat(index.max(axis=0), starts) - base + 1
-    width = np.where(span <= 8, 8, 16)
-    ok = (base >= lowest) & (span <= 16)
+    width = np.where(span <= 8, 8, np.where(span <= 16, 16, 32))
+    ok = (base >= lowest) & (span <= widest)
     if size is not None:
         ok &= base + width <= size
     win = np.full(n, -1, np.int64)
     wide = np.zeros(n, np.int64)
     win[starts] = np.where(ok, base, -1)
-    wide[starts] = ok & (width == 16)
+    wide[starts] = np.where(ok, width // 16, 0)
     perm = (index - base.repeat(8)[:n]) * ok.repeat(8)[:n]
     return win, wide, perm.astype(np.int64)
 
