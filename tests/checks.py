@@ -29,12 +29,19 @@ def raises_gen(fn, *names):
     return msg
 
 
-def run_py(code, tmp_path, **env_extra):
-    """Run code in a fresh interpreter importing the same gen as this process."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEN_")}
+def child_env(**env_extra):
+    """The environment of a fresh interpreter importing the same gen as this process, on its
+    tier: no GEN_ variable but GEN_ISA (a suite run with a lower tier forced stays on it)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEN_") or k == "GEN_ISA"}
     env["GEN_JIT"] = "0"  # no background builds into the user's cache unless a test asks
     env["PYTHONPATH"] = GEN_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.update(env_extra)
+    return env
+
+
+def run_py(code, tmp_path, **env_extra):
+    """Run code in a fresh interpreter importing the same gen as this process."""
+    env = child_env(**env_extra)
     p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=str(tmp_path), env=env,
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, "subprocess failed:\nSTDOUT:\n%s\nSTDERR:\n%s" % (p.stdout, p.stderr)

@@ -18,7 +18,7 @@ import time
 import pytest
 
 import gen
-from checks import GEN_PARENT, raises_gen, run_py
+from checks import child_env, raises_gen, run_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -211,10 +211,9 @@ def test_off_builds_nothing(tmp_path):
 
 
 def _start(cache, tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEN_")}
-    env.update(jit_env(cache), PYTHONPATH=GEN_PARENT)
     return subprocess.Popen([sys.executable, "-c", child(CASES[1:2])], cwd=str(tmp_path),
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=child_env(**jit_env(cache)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
 
 
 @pytest.fixture(scope="module")
