@@ -42,10 +42,15 @@ def _env() -> jinja2.Environment:
 def _tile_context(spec):
     vector = spec.vector
     if vector is None:
-        return {"vector": None, "networks": [], "store_rows": [], "narrow": []}
+        return {"vector": None, "networks": [], "masked_networks": [], "store_rows": [],
+                "narrow": []}
     tiles = spec.tile_a // spec.tile
     nets = [network(vector, spec.esize, "s + ro[{row}]", f"t{t}", t * spec.tile)
             for t in range(tiles)]
+    # the same registers, loaded under a mask of `cols` columns
+    masked = [network(vector, spec.esize, "s + ro[{row}]", f"t{t}", t * spec.tile, cols="cols")
+              for t in range(tiles)] if spec.masked else []
+    assert all(m[1] == n[1] for m, n in zip(masked, nets))
     rows = []
     for col in range(spec.tile):
         rows.append((col, [(t, next(r for r, c in nets[t][1].items() if c == col))
@@ -63,7 +68,8 @@ def _tile_context(spec):
                        for g, run in enumerate(runs) for off, reg in run]
         narrow.append((groups, len(stores) // groups * vector.nbytes // spec.esize,
                        stmts, stores))
-    return {"vector": vector, "networks": nets, "store_rows": rows, "narrow": narrow}
+    return {"vector": vector, "networks": nets, "masked_networks": masked, "store_rows": rows,
+            "narrow": narrow}
 
 
 def render_kernel(spec, linkage: str = "") -> str:

@@ -8,7 +8,7 @@ conversions (load / round / pack per dtype). Adding a tier is adding an entry.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,9 @@ class Vector:
     # Two lanes {a}.lane[imm & 3], {b}.lane[imm >> 4 & 3] joined into one register (where
     # the interleave ops work within lanes narrower than the register).
     lanes: str = ""
+    # Per element size: a load of the first {n} elements at {p} (a C expression, any
+    # value), the others zero, never touching memory past them (the masked tile).
+    maskload: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -70,12 +73,29 @@ def _avx2_interleaves():
     return out
 
 
+def _avx2_maskloads(prefix, nbytes):
+    """AVX2 loads of 4- and 8-byte elements under a mask of sign bits (lane i < n)."""
+    lanes32 = ", ".join(str(i) for i in range(nbytes // 4))
+    lanes64 = ", ".join(str(i) for i in reversed(range(nbytes // 8)))  # _set_: highest first
+    return {4: f"{prefix}_maskload_epi32((const int *)({{p}}), {prefix}_cmpgt_epi32("
+               f"{prefix}_set1_epi32({{n}}), {prefix}_setr_epi32({lanes32})))",
+            8: f"{prefix}_maskload_epi64((const long long *)({{p}}), {prefix}_cmpgt_epi64("
+               f"{prefix}_set1_epi64x({{n}}), {prefix}_set_epi64x({lanes64})))"}
+
+
+def _avx512_maskloads(prefix):
+    """AVX-512 BW/VL loads of every element size under a mask register (gen_lanes)."""
+    return {e: f"{prefix}_maskz_loadu_epi{8 * e}(gen_lanes({{n}}), {{p}})" for e in (1, 2, 4, 8)}
+
+
 _XMM = Vector(16, "__m128i", "_mm_loadu_si128", "_mm_storeu_si128", "_mm_stream_si128",
-              _sse_interleaves(), "_mm_setzero_si128()")
+              _sse_interleaves(), "_mm_setzero_si128()", maskload=_avx2_maskloads("_mm", 16))
 _YMM = Vector(32, "__m256i", "_mm256_loadu_si256", "_mm256_storeu_si256",
               "_mm256_stream_si256", _avx2_interleaves(), "_mm256_setzero_si256()",
               "_mm256_inserti128_si256(_mm256_castsi128_si256({lo}), {hi}, 1)", _XMM,
-              "_mm256_permute2x128_si256({a}, {b}, {imm})")
+              "_mm256_permute2x128_si256({a}, {b}, {imm})", _avx2_maskloads("_mm256", 32))
+_XMM512 = replace(_XMM, maskload=_avx512_maskloads("_mm"))
+_YMM512 = replace(_YMM, half=_XMM512, maskload=_avx512_maskloads("_mm256"))
 
 TIERS = {
     "scalar": Isa("scalar", 0),
@@ -86,6 +106,6 @@ TIERS = {
     "avx512": Isa("avx512", 2, ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq",
                                 "-mavx2", "-mfma", "-mf16c"),
                   ("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx2", "fma", "f16c"),
-                  {16: _XMM, 32: _YMM}, "_mm_sfence()", "cvt_avx2.j2",
+                  {16: _XMM512, 32: _YMM512}, "_mm_sfence()", "cvt_avx2.j2",
                   Floats("__m512", "_mm512", 16), "cvt_avx512.j2"),
 }

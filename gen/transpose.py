@@ -21,17 +21,21 @@ def _interleave(a, b, chunk, lane, high):
     return out
 
 
-def _load(vector, addr, row):
-    """Row `row` of the tile, or zeros when the row is past `valid` (destination padding)."""
-    return (f"({row} < valid ? {vector.load}((const {vector.ctype} *)({addr})) "
-            f": {vector.zero})")
+def _load(vector, addr, row, count=None, esize=0):
+    """Row `row` of the tile, or zeros when the row is past `valid` (destination padding);
+    with `count` (a C expression), only that many `esize`-byte elements of it are read."""
+    read = (vector.maskload[esize].format(p=addr, n=count) if count
+            else f"{vector.load}((const {vector.ctype} *)({addr}))")
+    return f"({row} < valid ? {read} : {vector.zero})"
 
 
-def network(vector, esize, row_addr, prefix="", first_row=0, row_step=1):
+def network(vector, esize, row_addr, prefix="", first_row=0, row_step=1, cols=None):
     """(statements, column_of_register): C statements that load a W x W tile and transpose
     it, and for each output register name the tile column it holds. Tile row i is row
     first_row + i * row_step of the caller, at `row_addr.format(row=...)` of that row, or
-    zeros when that row is at or past the C variable `valid`."""
+    zeros when that row is at or past the C variable `valid`. `cols`: the C variable of the
+    columns a row has (fewer than W); the loads read those only, the other columns are
+    zeros."""
     w = vector.nbytes // esize
     half = vector.nbytes // 2
     labels = [[(r, c, k) for c in range(w) for k in range(esize)] for r in range(w)]
@@ -44,8 +48,9 @@ def network(vector, esize, row_addr, prefix="", first_row=0, row_step=1):
         for i in range(w):
             r, part = i % last, (i // last) * half
             lo, hi = first_row + r * row_step, first_row + (r + last) * row_step
-            lo = _load(vector.half, f"{row_addr.format(row=lo)} + {part}", lo)
-            hi = _load(vector.half, f"{row_addr.format(row=hi)} + {part}", hi)
+            left = cols and f"{cols} - {part // esize}"
+            lo = _load(vector.half, f"{row_addr.format(row=lo)} + {part}", lo, left, esize)
+            hi = _load(vector.half, f"{row_addr.format(row=hi)} + {part}", hi, left, esize)
             stmts.append(f"const {vector.ctype} {names[i]} = "
                          f"{vector.combine.format(lo=lo, hi=hi)};")
             rows.append(labels[r][part:part + half] + labels[r + last][part:part + half])
@@ -53,7 +58,7 @@ def network(vector, esize, row_addr, prefix="", first_row=0, row_step=1):
         for i in range(w):
             row = first_row + i * row_step
             stmts.append(f"const {vector.ctype} {names[i]} = "
-                         f"{_load(vector, row_addr.format(row=row), row)};")
+                         f"{_load(vector, row_addr.format(row=row), row, cols, esize)};")
         rows = labels
     stage, step = 0, 1
     while step < last:

@@ -62,6 +62,9 @@ REORDER_PAIRS = [
     ((1001,), "A8a", "a"),
     ((3, 5, 7), (77, 15, 2), "abc"),          # strided plain source with gaps
     ((3, 5, 7), "acb", (1, 4, 24)),           # strided plain destination with gaps
+    ((37, 3), (5, 1), "ba"),                  # tile rows narrower than a row, read under a
+    ((2, 5, 9, 11), "nhwc", "nchw"),          # mask: with gaps, none after the end; and
+    ((2, 3, 9, 11), "nChw16c", "nchw"),       # following each other
     ((3, 1, 5, 1, 7, 3), "abcdef", "fedcba"),
     ((3, 5, 7, 2, 3), "abcde", "aBCde4c2b"),
 ]

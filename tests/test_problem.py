@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import gen
-from gen import plan, problem, registry
+from gen import plan, problem, registry, space
+from gen.isa import TIERS
 from gen.problem import Layout, Node, normalise, simplify
 
 
@@ -150,6 +151,24 @@ def test_tile_splits_a_long_innermost_node_only_without_padding():
     odd = rows + 11
     kinds = [o[0].kind for o in registry.options(nodes((16, 1, odd), (odd, 16, 1)), False, 4)]
     assert "tile" not in kinds
+
+
+@pytest.mark.parametrize("tier", registry.supported())
+def test_tile_reads_rows_narrower_than_a_row_under_a_mask(tier):
+    """A B narrower than a tile row whose rows lie anywhere takes the tile where the tier
+    has masked loads of the element size (the rows are read under a mask: test_guard_pages),
+    else the strided kernel; rows of 3 that follow each other stay strided, rows of 2 or 4
+    that follow each other take the narrow path."""
+    def kind(esize, *nest):
+        return registry.choose(nodes(*nest), False, esize, tier=tier)[0].kind
+    for esize in (1, 2, 4, 8):
+        vector = TIERS[tier].vectors.get(space.TILE_WIDTH[esize] * esize)
+        masked = "tile" if vector and esize in vector.maskload else "strided"
+        assert kind(esize, (3, 1, 300), (300, 16, 1)) == masked  # nChw16c -> nchw, 3 channels
+        assert kind(esize, (3, 1, 300), (300, 3, 1)) == "strided"  # nhwc -> nchw, 3 channels
+        if esize != 8:  # (a row of 4 elements: 5 columns are more than a row)
+            assert kind(esize, (5, 1, 300), (300, 5, 1)) == masked
+        assert kind(esize, (2, 1, 300), (300, 2, 1)) == ("tile" if vector else "strided")
 
 
 def tile_lines(dims, src, dst, src_strides=None):

@@ -22,7 +22,8 @@ PAIRS = [((3, 5, 7, 9), "nchw", "nchw"), ((2, 37, 9, 11), "nchw", "nhwc"),
          ((2, 2, 9, 7), "nchw", "nhwc"), ((2, 4, 5, 13), "nchw", "nhwc"),
          ((3, 8, 7, 11), "nchw", "nhwc"), ((2, 3, 9, 11), "nchw", "nChw8c"),
          ((2, 3, 9, 11), "nchw", "nChw16c"), ((2, 10, 12, 11), "aBcd2b", "nchw"),
-         ((3, 22, 13, 11), "aBcd4b", "nchw"), ((19, 21, 3, 2), "ABcd4b16a4b", "cdba")]
+         ((3, 22, 13, 11), "aBcd4b", "nchw"), ((19, 21, 3, 2), "ABcd4b16a4b", "cdba"),
+         ((2, 5, 9, 11), "nhwc", "nchw"), ((2, 3, 9, 11), "nChw16c", "nchw")]
 DTYPES = ["uint8", "float16", "float32", "float64"]
 
 SCRIPT = r"""
