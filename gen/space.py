@@ -70,9 +70,8 @@ class KernelSpec:
     def masked(self) -> bool:
         """Tile: whether it also runs a B narrower than a row whose rows lie anywhere,
         reading each row under a mask (the tier's masked loads of this element size): nhwc
-        -> nchw or nChw16c -> nchw with 3 channels. Not for conversions (their rows are
-        converted into a buffer first)."""
-        return bool(self.vector and not self.cvt and self.esize in self.vector.maskload)
+        -> nchw or nChw16c -> nchw with 3 channels (a conversion: rows of its buffer)."""
+        return bool(self.vector and self.esize in self.vector.maskload)
 
     @property
     def tile_a(self) -> int:

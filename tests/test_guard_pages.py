@@ -104,6 +104,8 @@ CONVERSIONS = [
     ((3, 26, 5, 6), "f32", "aBcd32b", "s8", "abcd", {}),
     ((40, 42, 33), "s8", "aBc16b", "f32", "cba", {}),  # short rows gathered
     ((40, 11), "s8", (16, 1), "f32", "ba", dict(scales=[0.5])),  # gaps, none after the end
+    ((3, 5, 9, 11), "f32", "nhwc", "bf16", "nchw", {}),  # rows of 5: the masked tile
+    ((3, 5, 9, 11), "f32", "nhwc", "s8", "nchw", dict(scales="per_c", scale_mask=2)),
 ]
 
 # (dims, tag, dtype, axis, group)

@@ -158,9 +158,10 @@ def test_tile_reads_rows_narrower_than_a_row_under_a_mask(tier):
     """A B narrower than a tile row whose rows lie anywhere takes the tile where the tier
     has masked loads of the element size (the rows are read under a mask: test_guard_pages),
     else the strided kernel; rows of 3 that follow each other stay strided, rows of 2 or 4
-    that follow each other take the narrow path."""
-    def kind(esize, *nest):
-        return registry.choose(nodes(*nest), False, esize, tier=tier)[0].kind
+    that follow each other take the narrow path. A conversion reads its buffer's rows under
+    a mask only where they follow each other in src."""
+    def kind(esize, *nest, convert=None):
+        return registry.choose(nodes(*nest), False, esize, convert=convert, tier=tier)[0].kind
     for esize in (1, 2, 4, 8):
         vector = TIERS[tier].vectors.get(space.TILE_WIDTH[esize] * esize)
         masked = "tile" if vector and esize in vector.maskload else "strided"
@@ -169,6 +170,11 @@ def test_tile_reads_rows_narrower_than_a_row_under_a_mask(tier):
         if esize != 8:  # (a row of 4 elements: 5 columns are more than a row)
             assert kind(esize, (5, 1, 300), (300, 5, 1)) == masked
         assert kind(esize, (2, 1, 300), (300, 2, 1)) == ("tile" if vector else "strided")
+    vector = TIERS[tier].vectors.get(space.TILE_WIDTH[2] * 2)
+    masked = "tile" if vector and 2 in vector.maskload else "strided"
+    f32_bf16 = ("f32", "bf16")
+    assert kind(2, (5, 1, 300), (300, 5, 1), convert=f32_bf16) == masked
+    assert kind(2, (3, 1, 300), (300, 16, 1), convert=f32_bf16) == "strided"
 
 
 def tile_lines(dims, src, dst, src_strides=None):
