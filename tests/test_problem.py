@@ -322,6 +322,25 @@ def test_loop_order_guess():
         "run", 6, [5, 7], [1792, 256], [1536, 7680])
 
 
+def test_tiles_prefetch_rows_apart_in_calls_past_the_cache(monkeypatch):
+    """A tile prefetches its next work item's source rows when the call's bytes read and
+    written do not fit in llc_bytes() and its rows are a cache line or more apart: nchw ->
+    nhwc of 2 x 25.7 MB (rows 12.5 KB apart) and nChw16c -> nchw (rows of 64 bytes) do, of 2
+    x 6.4 MB do not; s8 rows 16 bytes apart (ABcd16a16b -> ABcd16b16a) do not."""
+    def prefetch(dims, src, dst, dtypes=("f32", "f32")):
+        return [f["prefetch"] for spec, f in bound(dims, src, dst, dtypes) if spec.kind == "tile"]
+    monkeypatch.setenv("GEN_LLC_BYTES", str(32 << 20))
+    plan.llc_bytes.cache_clear()
+    try:
+        assert prefetch((32, 64, 56, 56), "nchw", "nhwc") == [1]
+        assert prefetch((8, 256, 28, 28), "nchw", "nhwc") == [0]
+        assert prefetch((32, 64, 56, 56), "nChw16c", "nchw") == [1]
+        assert prefetch((2336, 11, 36, 12), "ABcd16a16b", "ABcd16b16a", ("s8", "f32")) == [0]
+    finally:
+        monkeypatch.undo()
+        plan.llc_bytes.cache_clear()
+
+
 def test_calls_that_fit_in_the_cache_never_stream(monkeypatch):
     """With llc_bytes() set (GEN_LLC_BYTES; by default the L3 on AMD), a call whose bytes
     read and written fit in it writes with plain stores from every kind, and one past it
