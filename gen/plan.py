@@ -213,15 +213,16 @@ def _tile_lines(spec, rows, bn, src_esize, convert) -> int:
 
 
 def _tile_prefetch(rows, moved) -> bool:
-    """Whether a tile prefetches the source rows of its next work item: in a call that does
-    not fit in llc_bytes() (`moved`: bytes read and written), when its rows are a cache line
-    or more apart. In-process A/B on Zen5, specialised, 1 / 2 threads: rand14 (rows of 64
-    bytes) 1.37 / 1.1x, rand18 1.2 / 1.23x, rand06 1.21 / 1.54x, rand13 1.27 / 1.0x, nchw
-    -> nhwc 32x64x56x56 1.16 / 1.02x faster; rows packed closer (rand03, 16 bytes apart: one
-    region the hardware prefetcher follows) 0.91x, and calls in the cache 0.9x at 2 threads
-    (nchw -> nhwc 8x256x28x28) down to 0.63x (oihw -> OIhw16i16o, 2.4 MB)."""
+    """Whether a tile prefetches the source rows of its next work item: in a call that moves
+    (`moved`: bytes read and written) half of llc_bytes() or more, when its rows are a cache
+    line or more apart. In-process A/B on Zen5, specialised, 1 / 2 threads: rand14 (rows of
+    64 bytes) 1.37 / 1.1x, rand18 1.2 / 1.23x, rand06 1.21 / 1.54x, rand13 1.27 / 1.0x, nchw
+    -> nhwc 32x64x56x56 1.16 / 1.02x faster, and at 21-25 MB moved rand02 1.13 / 1.1x,
+    rand04 1.04 / 1.1x; rows packed closer (rand03, 16 bytes apart: one region the hardware
+    prefetcher follows) 0.91x, and smaller calls 0.9x at 2 threads (nchw -> nhwc
+    8x256x28x28, 12.8 MB) down to 0.63x (oihw -> OIhw16i16o, 2.4 MB)."""
     step = np.abs(np.diff(rows)).min() if len(rows) > 1 else 0
-    return moved >= llc_bytes() and step >= LINE
+    return 2 * moved >= llc_bytes() and step >= LINE
 
 
 def _linear(nest) -> Node:

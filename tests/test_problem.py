@@ -324,9 +324,9 @@ def test_loop_order_guess():
 
 def test_tiles_prefetch_rows_apart_in_calls_past_the_cache(monkeypatch):
     """A tile prefetches its next work item's source rows when the call's bytes read and
-    written do not fit in llc_bytes() and its rows are a cache line or more apart: nchw ->
-    nhwc of 2 x 25.7 MB (rows 12.5 KB apart) and nChw16c -> nchw (rows of 64 bytes) do, of 2
-    x 6.4 MB do not; s8 rows 16 bytes apart (ABcd16a16b -> ABcd16b16a) do not."""
+    written are half llc_bytes() or more and its rows are a cache line or more apart: nchw
+    -> nhwc of 2 x 25.7 MB (rows 12.5 KB apart) and nChw16c -> nchw (rows of 64 bytes) do,
+    of 2 x 6.4 MB do not; s8 rows 16 bytes apart (ABcd16a16b -> ABcd16b16a) do not."""
     def prefetch(dims, src, dst, dtypes=("f32", "f32")):
         return [f["prefetch"] for spec, f in bound(dims, src, dst, dtypes) if spec.kind == "tile"]
     monkeypatch.setenv("GEN_LLC_BYTES", str(32 << 20))
