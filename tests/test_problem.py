@@ -322,62 +322,50 @@ def test_loop_order_guess():
         "run", 6, [5, 7], [1792, 256], [1536, 7680])
 
 
-def test_tiles_prefetch_rows_apart_in_calls_past_the_cache(monkeypatch):
+def test_tiles_prefetch_rows_apart_in_calls_past_the_cache(cache_size):
     """A tile prefetches its next work item's source rows when the call's bytes read and
     written are half llc_bytes() or more and its rows are a cache line or more apart: nchw
     -> nhwc of 2 x 25.7 MB (rows 12.5 KB apart) and nChw16c -> nchw (rows of 64 bytes) do,
     of 2 x 6.4 MB do not; s8 rows 16 bytes apart (ABcd16a16b -> ABcd16b16a) do not."""
     def prefetch(dims, src, dst, dtypes=("f32", "f32")):
         return [f["prefetch"] for spec, f in bound(dims, src, dst, dtypes) if spec.kind == "tile"]
-    monkeypatch.setenv("GEN_LLC_BYTES", str(32 << 20))
-    plan.llc_bytes.cache_clear()
-    try:
-        assert prefetch((32, 64, 56, 56), "nchw", "nhwc") == [1]
-        assert prefetch((8, 256, 28, 28), "nchw", "nhwc") == [0]
-        assert prefetch((32, 64, 56, 56), "nChw16c", "nchw") == [1]
-        assert prefetch((2336, 11, 36, 12), "ABcd16a16b", "ABcd16b16a", ("s8", "f32")) == [0]
-    finally:
-        monkeypatch.undo()
-        plan.llc_bytes.cache_clear()
+    cache_size(32 << 20)
+    assert prefetch((32, 64, 56, 56), "nchw", "nhwc") == [1]
+    assert prefetch((8, 256, 28, 28), "nchw", "nhwc") == [0]
+    assert prefetch((32, 64, 56, 56), "nChw16c", "nchw") == [1]
+    assert prefetch((2336, 11, 36, 12), "ABcd16a16b", "ABcd16b16a", ("s8", "f32")) == [0]
 
 
-def test_calls_that_fit_in_the_cache_never_stream(monkeypatch):
+def test_calls_that_fit_in_the_cache_never_stream(cache_size):
     """With llc_bytes() set (GEN_LLC_BYTES; by default the L3 on AMD), a call whose bytes
     read and written fit in it writes with plain stores from every kind, and one past it
     streams from any tile (nChw16c -> nchw too, 16 runs); a conversion that reads much more
     than it writes counts its reads; a value that is not a number of bytes is a gen.Error
     naming it."""
-    monkeypatch.setenv("GEN_LLC_BYTES", str(32 << 20))
-    plan.llc_bytes.cache_clear()
-    try:
-        assert streams((8, 256, 28, 28), "nchw", "nhwc") == [("tile", 0)]  # 2 x 6.4 MB
-        assert streams((8, 256, 28, 28), "nchw", "nChw8c") == [("interleave", 0)]
-        # 16 whole rows: the interleave in cache, the tile when streaming
-        assert streams((8, 256, 28, 28), "nchw", "nChw16c") == [("interleave", 0)]
-        assert streams((32, 64, 56, 56), "nchw", "nChw16c") == [("tile", 1)]
-        assert streams((32, 64, 56, 56), "nchw", "nhwc") == [("tile", 1)]  # 2 x 25.7 MB
-        assert streams((32, 64, 56, 56), "nChw16c", "nchw") == [("tile", 1)]
-        assert streams((32, 64, 56, 56), "nchw", "nChw8c") == [("interleave", 1)]
-        f32_s8 = gen.Reorder(gen.MemoryDesc((8, 64, 128, 128), "f32", "nchw"),
-                             gen.MemoryDesc((8, 64, 128, 128), "s8", "nchw"), scales=[0.5])
-        # 33.5 MB into 8.4
-        assert {f["stream"] for _, f in f32_s8._plan.bound} == {plan.ANY_THREADS}
-        # expanding into a destination of 3/4 of the traffic or more, under 1.5x the cache:
-        # more threads keep plain stores (8.4 MB into 33.5; 25.7 MB into 25.7 streams)
-        s8_f32 = gen.Reorder(gen.MemoryDesc((8, 64, 128, 128), "s8", "nchw"),
-                             gen.MemoryDesc((8, 64, 128, 128), "f32", "nchw"), scales=[0.5])
-        assert {f["stream"] for _, f in s8_f32._plan.bound} == {1}
-        assert plan.stream_threads(25 << 20, traffic=50 << 20) == plan.ANY_THREADS
-        assert plan.stream_threads(30 << 20, traffic=40 << 20) == 1
-        assert plan.stream_threads(30 << 20, traffic=41 << 20) == plan.ANY_THREADS  # < 3/4
-        assert plan.stream_threads(48 << 20, traffic=48 << 20) == plan.ANY_THREADS  # 1.5x
-        assert not plan.streams(16 << 20, traffic=(32 << 20) - 1)
-        assert plan.streams(16 << 20) and not plan.streams((16 << 20) - 1)
-        monkeypatch.setenv("GEN_LLC_BYTES", "32M")
-        plan.llc_bytes.cache_clear()
-        with pytest.raises(gen.Error, match="GEN_LLC_BYTES.*'32M'"):
-            plan.streams(1 << 30)
-    finally:
-        monkeypatch.undo()
-        plan.llc_bytes.cache_clear()
-        plan.cached.cache_clear()  # the f32 -> s8 plan was made under the test's cache size
+    cache_size(32 << 20)
+    assert streams((8, 256, 28, 28), "nchw", "nhwc") == [("tile", 0)]  # 2 x 6.4 MB
+    assert streams((8, 256, 28, 28), "nchw", "nChw8c") == [("interleave", 0)]
+    # 16 whole rows: the interleave in cache, the tile when streaming
+    assert streams((8, 256, 28, 28), "nchw", "nChw16c") == [("interleave", 0)]
+    assert streams((32, 64, 56, 56), "nchw", "nChw16c") == [("tile", 1)]
+    assert streams((32, 64, 56, 56), "nchw", "nhwc") == [("tile", 1)]  # 2 x 25.7 MB
+    assert streams((32, 64, 56, 56), "nChw16c", "nchw") == [("tile", 1)]
+    assert streams((32, 64, 56, 56), "nchw", "nChw8c") == [("interleave", 1)]
+    f32_s8 = gen.Reorder(gen.MemoryDesc((8, 64, 128, 128), "f32", "nchw"),
+                         gen.MemoryDesc((8, 64, 128, 128), "s8", "nchw"), scales=[0.5])
+    # 33.5 MB into 8.4
+    assert {f["stream"] for _, f in f32_s8._plan.bound} == {plan.ANY_THREADS}
+    # expanding into a destination of 3/4 of the traffic or more, under 1.5x the cache:
+    # more threads keep plain stores (8.4 MB into 33.5; 25.7 MB into 25.7 streams)
+    s8_f32 = gen.Reorder(gen.MemoryDesc((8, 64, 128, 128), "s8", "nchw"),
+                         gen.MemoryDesc((8, 64, 128, 128), "f32", "nchw"), scales=[0.5])
+    assert {f["stream"] for _, f in s8_f32._plan.bound} == {1}
+    assert plan.stream_threads(25 << 20, traffic=50 << 20) == plan.ANY_THREADS
+    assert plan.stream_threads(30 << 20, traffic=40 << 20) == 1
+    assert plan.stream_threads(30 << 20, traffic=41 << 20) == plan.ANY_THREADS  # < 3/4
+    assert plan.stream_threads(48 << 20, traffic=48 << 20) == plan.ANY_THREADS  # 1.5x
+    assert not plan.streams(16 << 20, traffic=(32 << 20) - 1)
+    assert plan.streams(16 << 20) and not plan.streams((16 << 20) - 1)
+    cache_size("32M")
+    with pytest.raises(gen.Error, match="GEN_LLC_BYTES.*'32M'"):
+        plan.streams(1 << 30)

@@ -114,19 +114,6 @@ def test_direct_items_take_outer_positions_of_equal_runs(dims, fmt, group, monke
     rs._plan_of.cache_clear()
 
 
-@pytest.fixture
-def cache_size(monkeypatch):
-    """set(nbytes): GEN_LLC_BYTES for the plans made next; restored (caches cleared) after."""
-    def set_size(nbytes):
-        monkeypatch.setenv("GEN_LLC_BYTES", str(nbytes))
-        plan.llc_bytes.cache_clear()
-        rs._plan_of.cache_clear()
-    yield set_size
-    monkeypatch.undo()
-    plan.llc_bytes.cache_clear()
-    rs._plan_of.cache_clear()
-
-
 def test_more_threads_stream_only_past_the_cache(cache_size, monkeypatch):
     """f32 streams at one thread from plan.streams' size (as a copy of its destination), at
     any thread count only when the call's bytes (source and destination) reach llc_bytes(),
