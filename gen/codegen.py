@@ -42,15 +42,18 @@ def _env() -> jinja2.Environment:
 def _tile_context(spec):
     vector = spec.vector
     if vector is None:
-        return {"vector": None, "networks": [], "masked_networks": [], "store_rows": [],
-                "narrow": []}
+        return {"vector": None, "networks": [], "masked_networks": [], "even_networks": [],
+                "store_rows": [], "narrow": []}
     tiles = spec.tile_a // spec.tile
     nets = [network(vector, spec.esize, "s + ro[{row}]", f"t{t}", t * spec.tile)
             for t in range(tiles)]
     # the same registers, loaded under a mask of `cols` columns
     masked = [network(vector, spec.esize, "s + ro[{row}]", f"t{t}", t * spec.tile, cols="cols")
               for t in range(tiles)] if spec.masked else []
-    assert all(m[1] == n[1] for m, n in zip(masked, nets))
+    # the same registers, rows `rs` bytes apart (evenly spaced: plan._tile_even)
+    even = [network(vector, spec.esize, "s + {row} * rs", f"t{t}", t * spec.tile)
+            for t in range(tiles)]
+    assert all(v[1] == n[1] for variant in (masked, even) for v, n in zip(variant, nets))
     rows = []
     for col in range(spec.tile):
         rows.append((col, [(t, next(r for r, c in nets[t][1].items() if c == col))
@@ -68,8 +71,8 @@ def _tile_context(spec):
                        for g, run in enumerate(runs) for off, reg in run]
         narrow.append((groups, len(stores) // groups * vector.nbytes // spec.esize,
                        stmts, stores))
-    return {"vector": vector, "networks": nets, "masked_networks": masked, "store_rows": rows,
-            "narrow": narrow}
+    return {"vector": vector, "networks": nets, "masked_networks": masked,
+            "even_networks": even, "store_rows": rows, "narrow": narrow}
 
 
 def render_kernel(spec, linkage: str = "") -> str:
@@ -123,7 +126,7 @@ def cdef(specs) -> str:
         "  int64_t n[GEN_MAX_NODES], src_str[GEN_MAX_NODES], dst_str[GEN_MAX_NODES];",
         "  int64_t scl_str[GEN_MAX_NODES];",
         "  int64_t a_n, a_src, a_dst, a_scl; int64_t b_n, b_src, b_dst, b_scl;",
-        "  int64_t pad; int64_t stream; int64_t lines; int64_t prefetch;",
+        "  int64_t pad; int64_t stream; int64_t lines; int64_t prefetch; int64_t even;",
         "  const int64_t *a_tab, *b_tab; } gen_piece;",
         "typedef struct { const float *scales; float src_zp, dst_zp, beta; int32_t sum; } gen_attr;",
         "typedef void (*gen_kernel_fn)(const char *, char *, const gen_piece *, const gen_attr *,",

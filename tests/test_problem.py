@@ -322,6 +322,20 @@ def test_loop_order_guess():
         "run", 6, [5, 7], [1792, 256], [1536, 7680])
 
 
+def test_tile_steps_evenly_spaced_rows_and_columns_without_tables():
+    """plan._tile_even: nchw <-> nhwc and nChw16c -> nchw have rows (in src) and columns (in
+    dst) evenly spaced; oihw -> OIhw16i16o's columns (16 i by 9 hw) are not; a conversion
+    needs only its columns so (its rows are its buffer's)."""
+    def even(dims, src, dst, dtypes=("f32", "f32")):
+        return [f["even"] for spec, f in bound(dims, src, dst, dtypes) if spec.kind == "tile"]
+    assert even((2, 64, 7, 9), "nchw", "nhwc") == [1]
+    assert even((2, 64, 7, 9), "nhwc", "nchw") == [1]
+    assert even((2, 64, 7, 9), "nChw16c", "nchw") == [1]
+    assert even((32, 32, 3, 3), "oihw", "OIhw16i16o") == [0]
+    assert plan._tile_even([0, 64, 200], [0, 8, 16], 64, 8, None) is False
+    assert plan._tile_even([0, 64, 200], [0, 8, 16], 64, 8, plan.Conversion("f32", "s8", False))
+
+
 def test_tiles_prefetch_rows_apart_in_calls_past_the_cache(cache_size):
     """A tile prefetches its next work item's source rows when the call's bytes read and
     written are half llc_bytes() or more and its rows are a cache line or more apart: nchw
