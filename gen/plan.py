@@ -218,10 +218,11 @@ def _tile_prefetch(rows, moved) -> bool:
     (`moved`: bytes read and written) half of llc_bytes() or more, when its rows are a cache
     line or more apart. In-process A/B on Zen5, specialised, 1 / 2 threads: rand14 (rows of
     64 bytes) 1.37 / 1.1x, rand18 1.2 / 1.23x, rand06 1.21 / 1.54x, rand13 1.27 / 1.0x, nchw
-    -> nhwc 32x64x56x56 1.16 / 1.02x faster, and at 21-25 MB moved rand02 1.13 / 1.1x,
-    rand04 1.04 / 1.1x; rows packed closer (rand03, 16 bytes apart: one region the hardware
-    prefetcher follows) 0.91x, and smaller calls 0.9x at 2 threads (nchw -> nhwc
-    8x256x28x28, 12.8 MB) down to 0.63x (oihw -> OIhw16i16o, 2.4 MB)."""
+    -> nhwc 32x64x56x56 1.16 / 1.02x faster, and at 21 MB moved rand19 1.17-1.24x at 1
+    thread; smaller calls 0.9x at 2 threads (nchw -> nhwc 8x256x28x28, 12.8 MB) down to
+    0.63x (oihw -> OIhw16i16o, 2.4 MB). Rows closer together read one region the hardware
+    prefetcher follows: rand03's, 16 bytes apart, 0.91x (rand02's and rand04's 1.04-1.13x,
+    left without too)."""
     step = np.abs(np.diff(rows)).min() if len(rows) > 1 else 0
     return 2 * moved >= llc_bytes() and step >= LINE
 
