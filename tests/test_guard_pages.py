@@ -65,6 +65,7 @@ REORDER_PAIRS = [
     ((37, 3), (5, 1), "ba"),                  # tile rows narrower than a row, read under a
     ((2, 5, 9, 11), "nhwc", "nchw"),          # mask: with gaps, none after the end; and
     ((2, 3, 9, 11), "nChw16c", "nchw"),       # following each other
+    ((2, 24, 5, 103), "nchw", "nhwc"),        # B of 515: a last chunk of 3 columns, masked
     ((3, 1, 5, 1, 7, 3), "abcdef", "fedcba"),
     ((3, 5, 7, 2, 3), "abcde", "aBCde4c2b"),
 ]
