@@ -208,7 +208,7 @@ def _tile_lines(spec, rows, bn, src_esize, convert) -> int:
     copy, nhwc->nchw with C = 64 0.84 -> 0.88); else 2 (larger blocks measured slower:
     nhwc->nchw with C = 512 by 10 %, nchw->nhwc with 56x56 pixels by 30 %)."""
     most = codegen.CHUNKS["tile_lines"]
-    contiguous = bool(np.all(np.diff(rows) == bn * src_esize))
+    contiguous = _evenly(rows, bn * src_esize)
     small = most * spec.tile_a * bn * src_esize <= TILE_BLOCK
     return most if contiguous and small and convert is None else min(2, most)
 
@@ -233,9 +233,12 @@ def _tile_even(rows, cols, row_step, col_step, convert) -> bool:
     row_step apart in src (a conversion's rows are its buffer's, always evenly spaced). Two
     loads of table entries per row and column cost a C probe of nchw -> nhwc 8x256x28x28
     (in the cache, 1 thread) 25 % of its time."""
-    def evenly(offsets, step):
-        return bool(np.all(np.diff(offsets) == step))
-    return evenly(cols, col_step) and (convert is not None or evenly(rows, row_step))
+    return _evenly(cols, col_step) and (convert is not None or _evenly(rows, row_step))
+
+
+def _evenly(offsets, step) -> bool:
+    """Whether a table's offsets are `step` apart, one after the other."""
+    return bool(np.all(np.diff(offsets) == step))
 
 
 def _linear(nest) -> Node:
