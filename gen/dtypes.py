@@ -2,7 +2,8 @@
 
 Each entry gives the short name, the C type used by kernels, the NumPy dtype, the size and,
 for integer types, the range conversions saturate to (the templates read these entries).
-Pure data-movement ops also accept any other NumPy numeric dtype of 1, 2, 4 or 8 bytes.
+Pure data-movement ops also accept any other NumPy numeric dtype of 1, 2, 4 or 8 bytes
+(complex64 included).
 """
 from __future__ import annotations
 
@@ -46,14 +47,14 @@ MOVE_SIZES = (1, 2, 4, 8)
 def canonical(dtype) -> "str | np.dtype":
     """The short name for a table type, `np.dtype` for another movable NumPy type."""
     if isinstance(dtype, str) and dtype in TABLE:
-        return dtype
+        return str(dtype)  # a plain str, also for np.str_
     try:
         dt = np.dtype(_MOVE_ONLY.get(dtype, dtype) if isinstance(dtype, str) else dtype)
     except (TypeError, ValueError):
         raise Error(f"unknown dtype {dtype!r}") from None
     if dt in _BY_NUMPY:
         return _BY_NUMPY[dt]
-    if dt.kind not in "biuf" or dt.itemsize not in MOVE_SIZES or dt.byteorder == ">":
+    if dt.kind not in "biufc" or dt.itemsize not in MOVE_SIZES or dt.byteorder == ">":
         raise Error(f"unknown or unsupported dtype {dtype!r}")
     return dt
 

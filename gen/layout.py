@@ -107,7 +107,7 @@ class MemoryDesc:
         dtype = dtypes.canonical(dtype)
         if format is not None and strides is not None:
             raise Error(f"give format {format!r} or strides {strides!r}, not both")
-        if format == "any":
+        if isinstance(format, str) and format == "any":
             raise Error("format 'any' is only accepted where an op chooses the format")
         if strides is not None:
             self._init(dims, dtype, dims, _check_strides(strides, dims), ())
@@ -252,12 +252,20 @@ def _reshape(md: MemoryDesc, dims: tuple) -> MemoryDesc:
         raise Error(f"cannot reshape dims {md.dims} ({md.nelems} elements) to {dims}")
     # Old layout as units, most significant first: a padded axis is one unit that a new axis
     # must take whole; any other axis contributes its (size, stride) parts.
+    # Parts that lie one after the other in memory merge first (across axes too), so that a
+    # new axis may take pieces of several old ones: (2, 3) -> (3, 2) when dense.
     units = []
     for a in range(md.ndims):
         if md.padded_dims[a] != md.dims[a]:
             units.append(("padded", a))
-        else:
-            units += [(n, s) for n, s in md.parts(a) if n > 1]
+            continue
+        for n, s in md.parts(a):
+            if n == 1:
+                continue
+            if units and units[-1][0] != "padded" and units[-1][1] == s * n:
+                units[-1] = (units[-1][0] * n, s)
+            else:
+                units.append((n, s))
     new_parts, new_padded = [], []
     for d in dims:
         parts, need, padded = [], d, d

@@ -78,6 +78,8 @@ def _wrap(buffer, desc) -> np.ndarray:
         raise Error("buffer is read-only; a Memory must be writable")
     if not view.c_contiguous:
         raise Error("buffer must be contiguous")
+    if "O" in view.format:  # Python object references: writing bytes over them would crash
+        raise Error(f"buffer of Python objects (format {view.format!r}) cannot hold tensor data")
     try:
         data = np.frombuffer(view.cast("B") if view.ndim != 1 or view.format != "B" else view,
                              np.uint8)

@@ -1,6 +1,7 @@
 """Process-wide settings: thread count and verbose output."""
 from __future__ import annotations
 
+import operator
 import os
 import sys
 
@@ -14,9 +15,13 @@ VERBOSE_JIT = _LEVEL.isdigit() and int(_LEVEL) >= 2
 
 
 def _check_threads(n, what):
-    if isinstance(n, bool) or not hasattr(n, "__index__") or n.__index__() < 1:
+    try:
+        count = None if isinstance(n, bool) else operator.index(n)
+    except TypeError:  # not an integer (an array of several included)
+        count = None
+    if count is None or count < 1:
         raise Error(f"{what} must be a positive integer, got {n!r}")
-    return n.__index__()
+    return count
 
 
 def _default_threads() -> int:

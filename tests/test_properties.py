@@ -106,7 +106,7 @@ def digest(obj):
 
 MOVE_DTYPES = [np.dtype(t) for t in (np.uint8, np.int8, np.bool_, np.int16, np.uint16,
                                      np.float16, np.float32, np.int32, np.uint32, np.float64,
-                                     np.int64, np.uint64)] + [BF16]
+                                     np.int64, np.uint64, np.complex64)] + [BF16]
 TABLE = ["f32", "bf16", "f16", "s8", "u8", "s32"]
 RS_TYPES = ["f32", "bf16", "f16", "s8", "u8"]
 BLOCK_SIZES = [2, 3, 4, 5, 8, 16]
@@ -602,7 +602,7 @@ def _is_valid_numpy_dtype(s):
         d = np.dtype(s)
     except Exception:  # noqa: BLE001
         return False
-    return d == BF16 or (d.kind in "biuf" and d.itemsize in (1, 2, 4, 8))
+    return d == BF16 or (d.kind in "biufc" and d.itemsize in (1, 2, 4, 8))
 
 
 @st.composite
@@ -749,7 +749,8 @@ def test_invalid_buffers_raise_gen_error(dims, dt, spec_data, kind):
             start = (-raw.ctypes.data) % 64 + off
             buf = raw[start:start + n]
     elif kind == "object":
-        buf = spec_data.draw(st.sampled_from([[0] * n, 7, "x" * n, 1.5, {"a": 1}, object()]),
+        buf = spec_data.draw(st.sampled_from([[0] * n, 7, "x" * n, 1.5, {"a": 1}, object(),
+                                              np.array([None] * n, dtype=object)]),
                              "object")
     else:
         buf = np.zeros(2 * n + 2, np.uint8)[::2]  # n + 1 bytes, not contiguous
@@ -893,7 +894,7 @@ def test_invalid_shuffles_raise_and_leave_dst_untouched(data):
     elif kind == "rank0":
         expect_gen_error(fn, np.array(1.5, np.float32), 0, 1)
     elif kind == "dtype":
-        bad = data.draw(st.sampled_from([np.complex64, np.complex128, object, "U2", "S3",
+        bad = data.draw(st.sampled_from([np.complex128, object, "U2", "S3",
                                          np.longdouble, "M8[s]", "V4"]), "bad dtype")
         expect_gen_error(fn, np.zeros(dims, bad), 0, 1)
     elif kind == "empty":
@@ -1050,7 +1051,7 @@ G_SEQ = st.one_of(st.lists(G_INT, max_size=6).map(tuple), st.lists(G_SCALAR, max
 @st.composite
 def g_array(draw):
     dims = draw(st.lists(st.integers(0, 5), min_size=0, max_size=6))
-    dt = draw(st.sampled_from(MOVE_DTYPES + [np.dtype(np.complex64), np.dtype(object),
+    dt = draw(st.sampled_from(MOVE_DTYPES + [np.dtype(np.complex128), np.dtype(object),
                                              np.dtype("U2"), np.dtype(np.longdouble)]))
     a = np.zeros(dims, dt)
     if draw(st.booleans()) and a.ndim:

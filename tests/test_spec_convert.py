@@ -840,11 +840,11 @@ def test_isa_tiers_bitwise_identical():
 
 def test_unknown_dtype():
     a = np.zeros((2, 3), np.float32)
-    for bad in ("fp8", "e4m3", "f8_e4m3", "complex64", "int4"):
+    for bad in ("fp8", "e4m3", "f8_e4m3", "complex128", "int4"):
         raises_gen(lambda: gen.MemoryDesc((2, 3), bad), bad)
         raises_gen(lambda: gen.Memory.from_array(a, "ab", bad), bad)
-    raises_gen(lambda: gen.MemoryDesc((2, 3), np.complex64), "complex64", "c8")
-    raises_gen(lambda: gen.Memory.from_array(a, None, np.complex64), "complex64", "c8")
+    raises_gen(lambda: gen.MemoryDesc((2, 3), np.complex128), "complex128", "c16")
+    raises_gen(lambda: gen.Memory.from_array(a, None, np.complex128), "complex128", "c16")
 
 
 def test_type_change_outside_the_table():
@@ -942,6 +942,11 @@ def test_bad_scale_kinds():
         snap = bytes(dst.data)
         raises_gen(lambda: gen.reorder(src, dst, scales=bad))
         assert bytes(dst.data) == snap
+    # numbers written as strings, complex values, a None among numbers
+    per_c = np.arange(1.0, 20.0)
+    for bad, mask in (("2", 0), ([str(v) for v in per_c], 2), (per_c + 1j, 2),
+                      ([1.0, None] * 9 + [1.0], 2)):
+        _raises_everywhere(src, dst, ["scales"], scales=bad, scale_mask=mask)
 
 
 @pytest.mark.parametrize("sdt,szp", [("u8", 300), ("u8", -1), ("u8", 256), ("s8", 128),

@@ -423,6 +423,14 @@ MUST_RESHAPE = [
     ((32, 48, 3, 3), "OIhw4i16o4i", (32, 3, 16, 3, 3)),
     ((2, 32, 16, 3, 3), "gOIhw16i16o", (2, 32, 16, 9)),
     ((2, 32, 16, 3, 3), "gOIhw16i16o", (1, 2, 32, 16, 3, 3)),
+    # a new axis made of pieces of several old ones (they lie one after the other)
+    ((2, 3), "ab", (3, 2)),
+    ((2, 3, 4), "abc", (4, 6)),
+    ((2, 3, 4, 5), "abcd", (4, 30)),
+    ((2, 3, 4, 5), "nhwc", (2, 3, 5, 4)),
+    ((3, 5, 4), (24, 4, 1), (3, 4, 5)),
+    ((2, 32, 4, 5), "aBcd16b", (2, 32, 5, 4)),
+    ((2, 32, 4, 5), "aBcd16b", (4, 16, 20)),
 ]
 
 
@@ -484,6 +492,12 @@ def test_reshape_correct_or_error(dims, spec, newdims):
                                  "NCHW", "nchw16c", "ab-cd", "abcd "])
 def test_unknown_tag(tag):
     raises_gen(lambda: gen.MemoryDesc((2, 3, 4, 5), "f32", tag), tag)
+
+
+@pytest.mark.parametrize("tag", [np.array(["ab", "ba"]), 3, ["ab"]])
+def test_format_not_a_string(tag):
+    raises_gen(lambda: gen.MemoryDesc((2, 3), "f32", tag), "format")
+    raises_gen(lambda: gen.Memory.from_array(np.zeros((2, 3), np.float32), tag), "format")
 
 
 @pytest.mark.parametrize("dims,tag", [

@@ -164,6 +164,13 @@ def test_read_only_buffers_raise():
     raises_gen(lambda: gen.Memory(gen.MemoryDesc((4, 4), "u8"), memoryview(bytes(16))))
 
 
+def test_object_buffer_raises():
+    """An array of Python objects holds references, not bytes a kernel may overwrite."""
+    objs = np.array([None] * 16, dtype=object)
+    raises_gen(lambda: gen.Memory(gen.MemoryDesc((4, 4), "u8"), objs), "object")
+    assert all(o is None for o in objs)
+
+
 def test_non_contiguous_buffer_raises():
     md = gen.MemoryDesc((4, 4), "f32")
     big = np.zeros(64, np.float32)

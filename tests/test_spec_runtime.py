@@ -212,7 +212,7 @@ def test_set_num_threads_results_identical():
         gen.set_num_threads(os.cpu_count() or 1)
 
 
-@pytest.mark.parametrize("bad", [-1, "two", 1.5])
+@pytest.mark.parametrize("bad", [-1, "two", 1.5, np.array([1, 2]), True])
 def test_set_num_threads_invalid(bad):
     try:
         with pytest.raises(gen.Error) as ei:

@@ -92,9 +92,16 @@ def _scales(scales, scale_mask, dims):
             raise Error(f"scale_mask={mask} given without scales")
         return np.ones(1, np.float32), 0
     try:
-        values = np.asarray(scales, dtype=np.float64).ravel()
+        given = np.asarray(scales)
+        # real numbers only: no strings, complex values or bools (any shape of the right size:
+        # a (C, H) array for mask 0b110 is read row-major)
+        real = given.dtype.kind in "iuf" or (given.dtype.kind == "O" and all(
+            isinstance(v, numbers.Real) and not isinstance(v, bool) for v in given.flat))
+        if not real:
+            raise TypeError
+        values = given.astype(np.float64).ravel()
     except (TypeError, ValueError, OverflowError):
-        raise Error(f"scales must be numbers finite in f32, got {scales!r}") from None
+        raise Error(f"scales must be real numbers finite in f32, got {scales!r}") from None
     want = math.prod(d for axis, d in enumerate(dims) if mask >> axis & 1)
     if values.size != want:
         raise Error(f"len(scales)={values.size} does not match scale_mask={mask}: the masked "
