@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from . import bench
@@ -133,3 +134,6 @@ def main(argv=None) -> int:
     except Error as e:
         print(f"gen: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader left (`bench --list | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

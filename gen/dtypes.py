@@ -54,7 +54,10 @@ def canonical(dtype) -> "str | np.dtype":
         raise Error(f"unknown dtype {dtype!r}") from None
     if dt in _BY_NUMPY:
         return _BY_NUMPY[dt]
-    if dt.kind not in "biufc" or dt.itemsize not in MOVE_SIZES or dt.byteorder == ">":
+    if dt.byteorder == ">":  # its name would not tell it from the native type's
+        raise Error(f"dtype {dtype!r} is big-endian; gen takes native byte order "
+                    f"(astype({dt.newbyteorder('=').str!r}) converts it)")
+    if dt.kind not in "biufc" or dt.itemsize not in MOVE_SIZES:
         raise Error(f"unknown or unsupported dtype {dtype!r}")
     return dt
 

@@ -847,6 +847,13 @@ def test_unknown_dtype():
     raises_gen(lambda: gen.Memory.from_array(a, None, np.complex128), "complex128", "c16")
 
 
+def test_big_endian_arrays_refused():
+    """A big-endian array has the native type's name: refused, not moved as if native."""
+    x = np.arange(6, dtype=">f4").reshape(2, 3)
+    raises_gen(lambda: gen.reorder(x, "ba"), ">f4", "big-endian")
+    raises_gen(lambda: gen.shuffle_channels(x, 1, 3), ">f4", "big-endian")
+
+
 def test_type_change_outside_the_table():
     c = np.zeros((2, 3), np.complex64)
     raises_gen(lambda: gen.reorder(c, gen.MemoryDesc((2, 3), "f32")), "complex64", "c8")

@@ -511,6 +511,26 @@ def test_strided_plain_desc(dims, strides, alg):
     check_backward(x, mem_logical(d), sp_out, alg, "f32", "strided backward %r" % (strides,))
 
 
+@pytest.mark.parametrize("dims,tag,sp_out", [
+    ((2, 1, 2, 1), "nhwc", (3, 3)),      # the same bytes as acbd, the canonical tag
+    ((2, 1, 2, 1), "chwn", (3, 4)),
+    ((2, 3, 1, 1, 4), "ndhwc", (2, 3, 5)),
+    ((1, 1, 16, 1), "Acdb16a", (5, 2)),
+    ((2, 1, 3), "nwc", (5,)),
+])
+def test_size_one_axes_keep_the_written_format(dims, tag, sp_out):
+    """A source whose size-1 axes let several tags describe it: the result has the tag that
+    keeps the spatial axes together (the user's), forward and backward."""
+    x = random_data(dims, "f32", rng_for("size-1", dims, tag))
+    m = gen.Memory.from_array(x, tag)
+    out = dims[:2] + sp_out
+    r = gen.resample(m, alg="nearest", out_spatial=sp_out)
+    assert r.desc == gen.MemoryDesc(out, "f32", tag)
+    check_forward(x, mem_logical(r), sp_out, "nearest", "f32", tag)
+    d = gen.resample_backward(m, alg="linear", in_spatial=sp_out)
+    assert d.desc == gen.MemoryDesc(out, "f32", tag)
+
+
 @pytest.mark.parametrize("tag", ["ABcd32a16b", "ABcd17a16b"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_large_blocked_destination_padding_over_garbage(tag, threads):
@@ -835,6 +855,17 @@ def test_verbose_forward_one_line(tmp_path):
     assert p.stdout == ""
 
 
+def test_verbose_format_any_one_line(tmp_path):
+    """The repacking of a NumPy source into the chosen format is part of the op: one line,
+    naming both formats."""
+    code = FORWARD_CODE.replace('out_spatial=(13, 29))', 'out_spatial=(13, 29), format="any")')
+    code = code.replace("y.shape", "y.desc.dims")
+    p = run_py(code, tmp_path, GEN_VERBOSE="1")
+    lines = _lines(p.stderr)
+    assert len(lines) == 1, p.stderr
+    assert "exec,resample," in lines[0] and "dst:f32:acdb" in lines[0], lines[0]
+
+
 def test_verbose_backward_one_line(tmp_path):
     p = run_py(BACKWARD_CODE, tmp_path, GEN_VERBOSE="1")
     lines = _lines(p.stderr)
@@ -958,6 +989,12 @@ def test_bad_source_objects():
             pass  # a list may also be accepted as array-like; it must never raise anything else
         else:
             assert isinstance(bad, list)
+
+
+def test_backward_without_alg_or_in_spatial():
+    x = _x((1, 2, 5))
+    raises_gen(lambda: gen.resample_backward(x, in_spatial=(3,)), "alg")
+    raises_gen(lambda: gen.resample_backward(x, alg="linear"), "in_spatial")
 
 
 def test_bad_format_argument():

@@ -11,6 +11,7 @@ it needs no atomics and every thread count gives the same bits.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import numbers
 import time
@@ -20,10 +21,10 @@ import numpy as np
 
 from .. import codegen, dtypes, jit, plan, registry, runtime, space
 from ..errors import Error
-from ..layout import MemoryDesc
+from ..layout import LETTERS, MemoryDesc
 from ..memory import Memory, Operand, check_call
 from ..problem import Layout
-from .reorder import reorder
+from .reorder import run_reorder
 
 ALGS = ("nearest", "linear")
 # The weighted kernel's buffer of combined source lines: floats per segment (fits L1), and
@@ -506,7 +507,10 @@ def _execute(x, src: Operand, out_dims, alg, backward, format, threads, op):
         if format == "any":  # channels-last: the kernels vectorise along the channels
             format = CHANNELS_LAST[len(src.dims)]
             if not (isinstance(x, Memory) and _channels_last(x.desc)):
-                src = Operand.of_memory(reorder(x, format))
+                # repacked as part of this op (no verbose line of its own)
+                packed = Memory(MemoryDesc(src.dims, dtype, format))
+                run_reorder(src, Operand.of_memory(packed), threads)
+                src = Operand.of_memory(packed)
         out = Memory(MemoryDesc(out_dims, dtype, format))
         dst = Operand.of_memory(out)
     elif isinstance(x, Memory):
@@ -531,7 +535,7 @@ def _channels_last(desc) -> bool:
 def _same_format(desc, dims) -> MemoryDesc:
     """A descriptor like `desc` (format, or its strides' order) with other dims."""
     if desc.format is not None:
-        return MemoryDesc(dims, desc.dtype, desc.format)
+        return MemoryDesc(dims, desc.dtype, _resizable_tag(desc))
     order = sorted(range(desc.ndims), key=lambda a: -desc.strides[a])
     strides, step = [0] * desc.ndims, 1
     for a in reversed(order):
@@ -539,9 +543,37 @@ def _same_format(desc, dims) -> MemoryDesc:
     return MemoryDesc(dims, desc.dtype, strides=tuple(strides))
 
 
+@functools.lru_cache(maxsize=256)
+def _resizable_tag(desc) -> str:
+    """desc's tag with its spatial axes together and in order, where size-1 axes let several
+    tags describe the same bytes (nhwc with C = W = 1 is also acbd, the canonical tag): the
+    one the user most likely wrote, and so the one a result of other spatial dims keeps.
+    Else the canonical tag."""
+    tag, nd = desc.format, desc.ndims
+    if all(n > 1 for n in desc.dims):
+        return tag
+
+    def together(order):
+        spatial = [i for i, ch in enumerate(order) if LETTERS.index(ch.lower()) >= 2]
+        axes = [LETTERS.index(order[i].lower()) for i in spatial]
+        return spatial == list(range(spatial[0], spatial[0] + nd - 2)) and axes == sorted(axes)
+
+    for order in itertools.permutations(tag[:nd]):
+        if together(order):
+            try:
+                if MemoryDesc(desc.dims, desc.dtype, "".join(order) + tag[nd:]) == desc:
+                    return "".join(order) + tag[nd:]
+            except Error:  # an order the tag grammar refuses
+                continue
+    return tag
+
+
 def _verbose(op, kernel, src: Operand, dst: Operand, alg, t0):
-    fmt = "array" if not isinstance(src.keep, Memory) else (src.keep.desc.format or "strided")
-    runtime.verbose(f"exec,{op},{kernel},src:{dtypes.name(src.dtype)}:{fmt},alg:{alg},"
+    def fmt(side):
+        return "array" if not isinstance(side.keep, Memory) else (side.keep.desc.format
+                                                                  or "strided")
+    runtime.verbose(f"exec,{op},{kernel},src:{dtypes.name(src.dtype)}:{fmt(src)} "
+                    f"dst:{dtypes.name(dst.dtype)}:{fmt(dst)},alg:{alg},"
                     f"{'x'.join(map(str, src.dims))}->{'x'.join(map(str, dst.dims))},"
                     f"{(time.perf_counter() - t0) * 1e3:.4f}ms")
 
@@ -553,8 +585,9 @@ def resample(src, *, alg="nearest", out_spatial=None, factors=None, format=None,
     return _execute(src, s, s.dims[:2] + out, alg, False, format, threads, "resample")
 
 
-def resample_backward(diff_dst, *, alg, in_spatial, format=None, threads=None):
-    """diff_src of resampling: the adjoint of the forward op from `in_spatial`."""
+def resample_backward(diff_dst, *, alg=None, in_spatial=None, format=None, threads=None):
+    """diff_src of resampling: the adjoint of the forward op from `in_spatial`. `alg` and
+    `in_spatial` are required (gen.Error naming them when missing)."""
     s = _source(diff_dst)
     spatial = _sizes("in_spatial", in_spatial, len(s.dims) - 2)
     return _execute(diff_dst, s, s.dims[:2] + spatial, alg, True, format, threads,
