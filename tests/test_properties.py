@@ -720,6 +720,69 @@ def test_sizes_beyond_64_bits_are_refused(dims, dtype, fmt, strides):
         (dims, dtype, fmt, kw), "\n  ".join(errors))
 
 
+def _factors(n):
+    out, f = [], 2
+    while n > 1:
+        while n % f == 0:
+            out.append(f)
+            n //= f
+        f += 1
+    return out
+
+
+@st.composite
+def regrouped_st(draw, dims):
+    """Dims of the same element count: the prime factors of dims, in order or shuffled, cut
+    into runs (so axes merge, split or both: (2, 3) -> (3, 2)), with size-1 axes anywhere."""
+    factors = [f for d in dims for f in _factors(d)]
+    if draw(st.booleans()):
+        factors = draw(st.permutations(factors))
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(factors) - 1)), max_size=5)))
+    runs = [factors[a:b] for a, b in zip([0] + cuts, cuts + [len(factors)]) if factors[a:b]]
+    new = [math.prod(r) for r in runs] or [1]
+    for _ in range(draw(st.integers(0, 2))):
+        new.insert(draw(st.integers(0, len(new))), 1)
+    return tuple(new[:12])
+
+
+@budget(400)
+@given(data=st.data())
+def test_reshape_views_the_same_bytes(data):
+    """md.reshape(new) either raises gen.Error or is a descriptor over md's bytes holding
+    NumPy's reshape of the content (read by the reference); a dense row-major md always has
+    one, as has any md when only size-1 axes are inserted or removed."""
+    dims = data.draw(dims_st(max_rank=5, max_elems=2000), "dims")
+    dense_tag = ref.tag_string(list(range(len(dims))), [])
+    spec = data.draw(st.one_of(st.just(dense_tag), layout_st(dims)), "layout")
+    only_ones = data.draw(st.booleans(), "only size-1 axes")
+    if only_ones:
+        new = [d for d in dims if d > 1]
+        for _ in range(data.draw(st.integers(0, 3), "ones")):
+            new.insert(data.draw(st.integers(0, len(new)), "at"), 1)
+        new = tuple(new) or (1,)
+    else:
+        new = data.draw(regrouped_st(dims), "new dims")
+    md = make_desc(dims, "s32", spec)
+    dense = md == gen.MemoryDesc(dims, "s32")
+    try:
+        out = md.reshape(new)
+    except gen.Error as e:
+        assert str(e).strip()
+        assert not dense, "dense %r -> %r refused: %s" % (dims, new, e)
+        assert not (only_ones and md.padded_dims == md.dims), (spec, new, str(e))
+        counted("reshape refused")
+        return
+    assert tuple(out.dims) == new and out.dtype == "s32" and out.nbytes <= md.nbytes
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1), "seed"))
+    a = rng.integers(-2 ** 31, 2 ** 31, dims, dtype=np.int32)
+    src = filled_memory(a, spec, rng)
+    lay = ref.layout_of_desc(out)
+    assert lay.footprint() * 4 <= md.nbytes
+    got = ref.unpack(np.asarray(src.data)[: lay.footprint() * 4], new, lay, np.int32)
+    assert np.array_equal(got, a.reshape(new)), (dims, spec, new, out)
+    counted("reshape")
+
+
 @budget(300)
 @given(dims=dims_st(max_rank=5), perm=st.lists(
     st.one_of(st.integers(-3, 8), st.sampled_from([1.0, "0", None, 2 ** 70])), max_size=7))
