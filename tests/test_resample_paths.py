@@ -224,3 +224,44 @@ def test_grouped_items_on_every_tier(tier):
         else:
             want, scale = rr.forward(x, sp, "linear"), rr.forward_abs(x, sp, "linear")
         assert np.all(np.abs(np.array(y) - want) <= 1e-6 * scale + 1e-30), (tier, fmt, backward)
+
+
+# NCHW nearest backward of a 2x and a 3x down: most diff_src elements get no diff_dst element
+# (padding taps), so steps of 8 outputs mix padding and real taps; they are windowed (wide 3)
+# and their padding lanes zeroed, never given a value of the window (inf and NaN are in it)
+MASKED_SCRIPT = r"""
+import json, sys, numpy as np, gen
+out = []
+for dims, sp in json.loads(sys.argv[1]):
+    dy = np.random.default_rng(sp[-1]).standard_normal(dims[:2] + sp).astype(np.float32)
+    dy[..., ::3] = np.inf
+    dy[..., 1::5] = np.nan
+    x = gen.Memory.from_array(dy, format="nchw")
+    prim = gen.ResampleBackward(x.desc, gen.MemoryDesc(dims, "f32", "nchw"), alg="nearest")
+    y = gen.Memory(gen.MemoryDesc(dims, "f32", "nchw"))
+    y.data[:] = 0x7f
+    prim(x, y)
+    out.append([prim._plan.tables.fields["wide"][1].tolist(), bytes(y.data).hex()])
+print(json.dumps(out))
+"""
+MASKED = [((1, 3, 6, 400), (3, 200)), ((2, 2, 5, 240), (2, 80))]
+
+
+@pytest.mark.parametrize("tier", [t for t in registry.supported() if t != "scalar"])
+def test_padding_taps_windowed_and_zeroed(tier):
+    got = json.loads(subprocess.run(
+        [sys.executable, "-c", MASKED_SCRIPT, json.dumps(MASKED)], capture_output=True,
+        env=dict(os.environ, GEN_ISA=tier), text=True, check=True).stdout)
+    for (dims, sp), (wide, raw) in zip(MASKED, got):
+        assert 3 in wide  # the tables are the tier's own: the avx2 kernel gathers these steps
+        dy = np.random.default_rng(sp[-1]).standard_normal(tuple(dims[:2]) + tuple(sp))
+        dy = dy.astype(np.float32)
+        dy[..., ::3] = np.inf
+        dy[..., 1::5] = np.nan
+        # each diff_src element gets at most one diff_dst element (a down-sampling): placed,
+        # not summed by a matrix product, so that inf and NaN go nowhere else
+        want = np.zeros(dims, np.float32)
+        rows = rr.nearest_indices(dims[2], sp[0])[:, None]
+        want[:, :, rows, rr.nearest_indices(dims[3], sp[1])[None, :]] = dy
+        y = np.frombuffer(bytes.fromhex(raw), np.float32).reshape(dims)
+        assert np.array_equal(y, want, equal_nan=True), tier

@@ -341,21 +341,32 @@ def _pad8(table):
 def _windows(index, lowest, size, widest=16):
     """Per step of 8 outputs (at multiples of 8): the first of the 8, 16 or (up to `widest`)
     32 consecutive sources that hold all of the step's taps, or -1 (then the kernel gathers),
-    which of them it takes (wide: 0, 1 or 2), and each tap's position in them. `lowest`: the
-    first usable index; `size`: sources end there (None: unbounded)."""
+    which of them it takes (wide: 0, 1 or 2, or 3 below), and each tap's position in them.
+    `lowest`: the
+    first usable index; `size`: sources end there (None: unbounded).
+    Indices under `lowest` are padding taps (they read R's zero line). With widest 32 a step
+    that has some is windowed over its other taps: wide 3, its padding taps at position -1,
+    whose lanes the 32-source permute zeroes (the value the zero line gives: NCHW 2x down
+    nearest backward, where every other output has no tap, gathered before)."""
     n = index.shape[1]
     starts = np.arange(0, n, 8)
-    base = np.minimum.reduceat(index.min(axis=0), starts)
-    span = np.maximum.reduceat(index.max(axis=0), starts) - base + 1
-    width = np.where(span <= 8, 8, np.where(span <= 16, 16, 32))
-    ok = (base >= lowest) & (span <= widest)
+    pad = index < lowest
+    has_pad = np.logical_or.reduceat(pad.any(axis=0), starts)
+    only_pad = np.logical_and.reduceat(pad.all(axis=0), starts)  # any window will do
+    base = np.minimum.reduceat(np.where(pad, np.iinfo(np.int64).max, index).min(axis=0), starts)
+    top = np.maximum.reduceat(np.where(pad, -1, index).max(axis=0), starts)
+    base, top = np.where(only_pad, lowest, base), np.where(only_pad, lowest, top)
+    span = top - base + 1
+    masked = has_pad & (widest >= 32)
+    width = np.where(masked | (span > 16), 32, np.where(span <= 8, 8, 16))
+    ok = (base >= lowest) & (span <= widest) & (masked | ~has_pad)
     if size is not None:
         ok &= base + width <= size
     win = np.full(n, -1, np.int64)
     wide = np.zeros(n, np.int64)
     win[starts] = np.where(ok, base, -1)
-    wide[starts] = np.where(ok, width // 16, 0)
-    perm = (index - base.repeat(8)[:n]) * ok.repeat(8)[:n]
+    wide[starts] = np.where(ok, np.where(masked, 3, width // 16), 0)
+    perm = np.where(pad, -1, index - base.repeat(8)[:n]) * ok.repeat(8)[:n]
     return win, wide, perm.astype(np.int64)
 
 
