@@ -14,6 +14,11 @@ VERBOSE = _LEVEL not in ("", "0")  # one line per executed op
 VERBOSE_JIT = _LEVEL.isdigit() and int(_LEVEL) >= 2
 
 
+# Calls run with at most this many threads, whatever was asked: libgomp ends the process when
+# the OS refuses a thread (10**5 did here), and no machine of ours has more cores.
+MAX_THREADS = 1024
+
+
 def _check_threads(n, what):
     try:
         count = None if isinstance(n, bool) else operator.index(n)
@@ -21,7 +26,7 @@ def _check_threads(n, what):
         count = None
     if count is None or count < 1:
         raise Error(f"{what} must be a positive integer, got {n!r}")
-    return count
+    return min(count, MAX_THREADS)
 
 
 def _default_threads() -> int:

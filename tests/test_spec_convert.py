@@ -977,6 +977,7 @@ def test_non_integer_zero_points_rejected(sdt, ddt):
     _raises_everywhere(src, dst, ["0.5"], src_zero_point=0.5)
     _raises_everywhere(src, dst, ["0.5"], dst_zero_point=0.5)
     _raises_everywhere(src, dst, ["nan", "NaN"], dst_zero_point=float("nan"))
+    _raises_everywhere(src, dst, ["zero_point"], src_zero_point=10 ** 400)
 
 
 def test_errors_with_numpy_source_write_nothing():

@@ -227,3 +227,11 @@ def test_gen_num_threads_env(tmp_path):
     one = json.loads(run_py(code, tmp_path, GEN_NUM_THREADS="1").stdout)
     two = json.loads(run_py(code, tmp_path, GEN_NUM_THREADS="2").stdout)
     assert one["hashes"] == two["hashes"]
+
+
+def test_thread_count_capped():
+    """More threads than the OS will create would end the process (libgomp): capped."""
+    from gen import runtime
+    assert runtime.num_threads(10 ** 5) == runtime.MAX_THREADS
+    x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    assert np.array_equal(gen.reorder(x, "cba", threads=10 ** 5).to_array(), x)

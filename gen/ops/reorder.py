@@ -71,8 +71,12 @@ def _finite(name, value):
 def _zero_point(name, value, dtype):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.number)):
         raise Error(f"{name} must be an integer, got {value!r}")
-    if not float(value).is_integer():
-        raise Error(f"{name} must be an integer, got {value!r}")
+    try:
+        whole = float(value).is_integer()
+    except OverflowError:  # an int past the floats: out of every type's range
+        whole = False
+    if not whole:
+        raise Error(f"{name} must be an integer in its type's range, got {value!r}")
     entry = dtypes.TABLE[dtype]
     lo, hi = (entry.lo, entry.hi) if entry.is_int else _FLOAT_ZP_RANGE
     if not lo <= int(value) <= hi:
