@@ -342,8 +342,7 @@ def _windows(index, lowest, size, widest=16):
     """Per step of 8 outputs (at multiples of 8): the first of the 8, 16 or (up to `widest`)
     32 consecutive sources that hold all of the step's taps, or -1 (then the kernel gathers),
     which of them it takes (wide: 0, 1 or 2, or 3 below), and each tap's position in them.
-    `lowest`: the
-    first usable index; `size`: sources end there (None: unbounded).
+    `lowest`: the first usable index; `size`: sources end there (None: unbounded).
     Indices under `lowest` are padding taps (they read R's zero line). With widest 32 a step
     that has some is windowed over its other taps: wide 3, its padding taps at position -1,
     whose lanes the 32-source permute zeroes (the value the zero line gives: NCHW 2x down
@@ -565,9 +564,10 @@ def _resizable_tag(desc) -> str:
         return tag
 
     def together(order):
-        spatial = [i for i, ch in enumerate(order) if LETTERS.index(ch.lower()) >= 2]
-        axes = [LETTERS.index(order[i].lower()) for i in spatial]
-        return spatial == list(range(spatial[0], spatial[0] + nd - 2)) and axes == sorted(axes)
+        axes = [LETTERS.index(ch.lower()) for ch in order]
+        at = [i for i, a in enumerate(axes) if a >= 2]  # where the spatial axes sit
+        return at == list(range(at[0], at[0] + nd - 2)) and [axes[i] for i in at] == sorted(
+            axes[i] for i in at)
 
     for order in itertools.permutations(tag[:nd]):
         if together(order):
