@@ -212,6 +212,12 @@ def options(args):
     if args.plot:
         from . import bench_plot
         bench_plot.check()
+    for opt, path in (("--json", args.json), ("--plot", args.plot)):
+        if path and not args.list:  # found out now, not after minutes of timing
+            try:
+                open(path, "a").close()
+            except OSError as e:
+                raise ValueError(f"bad {opt} {path!r}: {e.strerror}") from None
     wanted = args.cases + args.select
     cases = [c for c in bench_cases.CASES + bench_cases.random_cases(args.random, args.seed)
              if not wanted or any(w in c.name for w in wanted)]

@@ -50,7 +50,7 @@ def canonical(dtype) -> "str | np.dtype":
         return str(dtype)  # a plain str, also for np.str_
     try:
         dt = np.dtype(_MOVE_ONLY.get(dtype, dtype) if isinstance(dtype, str) else dtype)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, DeprecationWarning):  # the last under `-W error` ('a')
         raise Error(f"unknown dtype {dtype!r}") from None
     if dt in _BY_NUMPY:
         return _BY_NUMPY[dt]

@@ -49,7 +49,10 @@ def parse_tag(tag, ndims: int):
         raise Error(f"format tag {tag!r} must name each of the axes {LETTERS[:len(order)]} once")
     if len(order) != ndims:
         raise Error(f"format tag {tag!r} has rank {len(order)} but dims have rank {ndims}")
-    blocks = tuple((LETTERS.index(c), int(n)) for n, c in _BLOCK_RE.findall(m.group(2)))
+    pairs = _BLOCK_RE.findall(m.group(2))
+    if any(len(n.lstrip("0")) > 19 for n, _ in pairs):  # past int64 (and Python's int-digit limit)
+        raise Error(f"format tag {tag!r} has a block too large to address")
+    blocks = tuple((LETTERS.index(c), int(n.lstrip("0") or "0")) for n, c in pairs)
     blocked = {LETTERS.index(c.lower()) for c in outer if c.isupper()}
     for axis, size in blocks:
         if size < 1:

@@ -46,7 +46,7 @@ class Memory:
     def to_array(self) -> np.ndarray:
         """The logical content as a new C-contiguous array of the table's NumPy dtype."""
         from .ops.reorder import run_reorder
-        out = np.empty(self.desc.dims, dtypes.numpy_dtype(self.desc.dtype))
+        out = new_array(self.desc.dims, self.desc.dtype)
         run_reorder(Operand.of_memory(self), Operand.of(out), None)
         return out
 
@@ -69,20 +69,28 @@ def check_call(src, dst, src_desc, dst_desc, what: str) -> "tuple[int, int]":
 
 
 def _wrap(buffer, desc) -> np.ndarray:
-    try:
-        view = memoryview(buffer)
-    except TypeError:
-        raise Error(f"buffer must support the buffer protocol, got {type(buffer).__name__}") \
-            from None
-    if view.readonly:
+    if isinstance(buffer, np.ndarray):  # not through memoryview, which refuses bfloat16
+        view, objects = buffer, buffer.dtype.hasobject
+        readonly, contiguous = not buffer.flags.writeable, buffer.flags.c_contiguous
+    else:
+        try:
+            view = memoryview(buffer)
+        except TypeError:
+            raise Error(f"buffer must support the buffer protocol, got "
+                        f"{type(buffer).__name__}") from None
+        readonly, contiguous, objects = view.readonly, view.c_contiguous, "O" in view.format
+    if readonly:
         raise Error("buffer is read-only; a Memory must be writable")
-    if not view.c_contiguous:
+    if not contiguous:
         raise Error("buffer must be contiguous")
-    if "O" in view.format:  # Python object references: writing bytes over them would crash
-        raise Error(f"buffer of Python objects (format {view.format!r}) cannot hold tensor data")
+    if objects:  # Python object references: writing bytes over them would crash
+        raise Error(f"buffer of Python objects ({type(buffer).__name__}) cannot hold tensor data")
     try:
-        data = np.frombuffer(view.cast("B") if view.ndim != 1 or view.format != "B" else view,
-                             np.uint8)
+        if isinstance(view, np.ndarray):
+            data = np.asarray(view).reshape(-1).view(np.uint8)  # a plain array (np.matrix too)
+        else:
+            data = np.frombuffer(view.cast("B") if view.ndim != 1 or view.format != "B" else view,
+                                 np.uint8)
     except (TypeError, ValueError) as e:
         raise Error(f"buffer {type(buffer).__name__} cannot be read as bytes: {e}") from None
     if data.nbytes < desc.nbytes:
@@ -131,6 +139,20 @@ class Operand:
         hi = addr + sum(s for s in steps if s > 0) + esize
         layout = Layout.strided(arr.shape, tuple(s // esize for s in arr.strides))
         return cls(tuple(arr.shape), dtype, layout, addr, lo, hi, arr)
+
+
+def rank_of(obj) -> int:
+    """The rank of an op's input (a Memory, or anything NumPy reads) before it is checked."""
+    return obj.desc.ndims if isinstance(obj, Memory) else _as_array(obj).ndim
+
+
+def new_array(dims, dtype) -> np.ndarray:
+    """An op's NumPy result, or gen.Error when it cannot be allocated."""
+    try:
+        return np.empty(dims, dtypes.numpy_dtype(dtype))
+    except (MemoryError, ValueError):
+        raise Error(f"cannot allocate a {dtypes.name(dtype)} result of dims {tuple(dims)}") \
+            from None
 
 
 def _as_array(obj) -> np.ndarray:

@@ -309,15 +309,18 @@ def cached(dims: tuple, src: Layout, dst: Layout, esize: int, dst_nbytes: int,
            convert=None, scl: "Layout | None" = None) -> Plan:
     """The plan of one reorder problem (isa fixed per process, so not part of the key).
     `esize` is dst's element size; `scl` indexes the scales of a conversion."""
-    problem = normalise(dims, src, dst, esize, scl)
-    src_esize = TABLE[convert.src].size if convert else esize
-    reads = src_esize + (esize if convert and convert.sum else 0)
-    traffic = 0
-    for piece in problem.pieces:
-        n = math.prod(node.n for node in piece.nodes)
-        runs = n // piece.nodes[-1].n if piece.nodes else 1
-        traffic += n * esize + (0 if piece.zero else n * reads) + runs * piece.pad * esize
-    return Plan(problem, traffic, dst_nbytes, convert)
+    try:
+        problem = normalise(dims, src, dst, esize, scl)
+        src_esize = TABLE[convert.src].size if convert else esize
+        reads = src_esize + (esize if convert and convert.sum else 0)
+        traffic = 0
+        for piece in problem.pieces:
+            n = math.prod(node.n for node in piece.nodes)
+            runs = n // piece.nodes[-1].n if piece.nodes else 1
+            traffic += n * esize + (0 if piece.zero else n * reads) + runs * piece.pad * esize
+        return Plan(problem, traffic, dst_nbytes, convert)
+    except MemoryError:  # its offset tables
+        raise Error(f"the plan of dims {dims} does not fit in memory") from None
 
 
 def zero_fill(dims, dst: Layout, esize: int, dst_nbytes: int) -> Plan:

@@ -141,9 +141,10 @@ class Layout:
     def offset(self, axis, index):
         if self.table(axis) is not None:
             return self.table(axis)[index]
-        off = 0
+        off = index * 0  # of index's kind (int or array)
         for n, s in reversed(self.parts[axis]):
-            off += (index % n) * s
+            if n > 1:  # a size-1 part's stride is never used (and may exceed int64)
+                off += (index % n) * s
             index = index // n
         return off
 

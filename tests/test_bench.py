@@ -35,6 +35,16 @@ def test_bad_options_are_one_line(capsys, argv, message):
     assert err.count("\n") == 1 and message in err
 
 
+@pytest.mark.parametrize("option", ["--json", "--plot"])
+def test_unwritable_output_is_one_line_before_the_run(capsys, monkeypatch, tmp_path, option):
+    monkeypatch.setattr(bench, "time_cases", None)  # the run must not start
+    monkeypatch.setattr(bench_plot, "check", lambda: None)  # matplotlib or not
+    for path in (tmp_path / "no" / "such" / "dir" / "b.out", tmp_path):
+        status, out, err = run_bench(capsys, option, str(path), TINY)
+        assert status == 2 and out == "" and err.count("\n") == 1, err
+        assert option in err and str(path) in err
+
+
 def test_plot_without_matplotlib_is_one_line(capsys, monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib fails
     status, out, err = run_bench(capsys, "--plot", str(tmp_path / "b.png"), TINY)

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import gen
+from gen import export as export_module
 
 try:
     from . import reference as ref
@@ -445,7 +446,9 @@ BAD = [
     ("resample_s32", ["export", "resample", "--dims", "1x2x3x3", "--src", "s32:nchw",
                       "--out-spatial", "4x4"]),
 ]
-BAD_NAMES = ["1abc", "a-b", "int", ""]
+# not identifiers, or names the exported C already uses: the library's, reserved ones, gen's
+BAD_NAMES = ["1abc", "a-b", "int", "", "memcpy", "sqrtf", "size_t", "main", "_k", "NAN",
+             "gen_piece", "GEN_MOVES", "resample_linear_f32_avx2", "omp_get_num_threads"]
 
 
 def _check_one_line_error(r, what):
@@ -468,6 +471,55 @@ def test_bad_name(tmp_path, bad):
     r = run_cli(["export", "reorder", "--dims", "2x3", "--src", "f32:nc", "--name", bad,
                  "-o", str(tmp_path / "out")], cwd=tmp_path)
     _check_one_line_error(r, f"--name {bad!r}")
+
+
+def test_names_the_headers_declare_are_refused(tmp_path):
+    """Every identifier of the system headers the exported C includes (as the compiler sees
+    them, macros included) is refused as --name, or is one a function may take: the accepted
+    ones, all declared as `int NAME(const void *src, void *dst);` after those headers, compile
+    in each build."""
+    out = export(tmp_path, "resample", ["--dims", "1x16x5x5", "--src", "f32:nChw16c",
+                                        "--alg", "linear", "--out-spatial", "9x9"], "k")
+    includes = sorted(set(re.findall(r"#include <([a-z0-9_]+\.h)>", (out / "k.c").read_text())))
+    assert {"stdint.h", "math.h", "immintrin.h"} <= set(includes), includes
+    head = "".join(f"#include <{h}>\n" for h in includes)
+    (tmp_path / "headers.c").write_text(head)
+    names = set()
+    for flags, pattern in ((["-E", "-P"], r"\b[A-Za-z][A-Za-z0-9_]*\b"),  # every word
+                           (["-E", "-dM"], r"#define ([A-Za-z][A-Za-z0-9_]*)")):  # macros
+        r = subprocess.run([CC, "-std=c99", *flags, *AVX512_FLAGS, "headers.c"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        names |= set(re.findall(pattern, r.stdout))
+    accepted, refused = [], []
+    for name in sorted(names - export_module.C_KEYWORDS):
+        try:
+            export_module.reorder_source(name, (2, 3), ("f32", "ab"), ("f32", "ba"))
+            accepted.append(name)
+        except gen.Error:
+            refused.append(name)
+    assert {"memcpy", "sqrtf", "int8_t", "NAN"} <= set(refused)
+    (tmp_path / "names.c").write_text(head + "".join(
+        f"int {name}(const void *src, void *dst);\n" for name in accepted))
+    for flags in [[], *VECTOR_BUILDS.values()]:
+        compile_c(tmp_path, [*CFLAGS, *flags, "-fopenmp", "-c", "names.c", "-o", "names.o"])
+
+
+@pytest.mark.parametrize("name", ["rem", "strided", "memory_reorder", "resample_up2"])
+def test_names_near_the_reserved_ones_compile(tmp_path, name):
+    out = export(tmp_path, "resample", ["--dims", "1x16x5x5", "--src", "f32:nChw16c",
+                                        "--alg", "linear", "--out-spatial", "9x9"], name)
+    for flags in [[], *VECTOR_BUILDS.values()]:
+        compile_c(out, [*CFLAGS, *flags, "-c", f"{name}.c", "-o", f"{name}.o"])
+
+
+def test_failed_write_leaves_no_file(tmp_path):
+    out = tmp_path / "out"
+    (out / "k.h").mkdir(parents=True)  # the header cannot be written
+    r = run_cli(["export", "reorder", "--dims", "2x3", "--src", "f32:nc", "--dst", "f32:cn",
+                 "--name", "k", "-o", str(out)], cwd=tmp_path)
+    _check_one_line_error(r, "k.h a directory")
+    assert sorted(p.name for p in out.iterdir()) == ["k.h"]
 
 
 def test_cli_py_by_path(tmp_path):

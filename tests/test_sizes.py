@@ -11,7 +11,12 @@
   kernel for huge pages, so touching 8.6 GB the first time costs seconds, not tens of seconds).
 * A 256 MiB reorder at 2 threads (f32 nchw -> nChw16c with padded channels, and u8 nchw ->
   nhwc), checked in full against NumPy transposes.
+* Results and tables too large for memory (in a process whose address space is capped, so
+  that no allocation can succeed by overcommit): gen.Error, not MemoryError.
 """
+import subprocess
+import sys
+import textwrap
 import time
 
 import numpy as np
@@ -158,3 +163,36 @@ def test_256_mib_reorder_two_threads_u8_transpose():
     want = np.ascontiguousarray(a.transpose(0, 2, 3, 1)).reshape(-1)
     assert np.array_equal(np.asarray(dst.data), want)
     assert (bytes(src.data[:1 << 20]), bytes(src.data[-(1 << 20):])) == before
+
+
+TOO_LARGE = textwrap.dedent("""
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+    import numpy as np, gen
+    cases = {
+        "resample result": lambda: gen.resample(np.zeros((1, 1, 4), np.float32),
+                                                out_spatial=(10 ** 12,)),
+        "shuffle result": lambda: gen.shuffle_channels(
+            np.broadcast_to(np.float32(1), (2 ** 20, 2 ** 20)), group=2),
+        "gather table": lambda: gen.ShuffleChannels(
+            gen.MemoryDesc((1, 3 * 2 ** 36), "u8", "aB16b"), group=2 ** 36),
+        "reorder tables": lambda: gen.Reorder(gen.MemoryDesc((3 * 2 ** 30, 2 ** 30), "u8"),
+                                              gen.MemoryDesc((3 * 2 ** 30, 2 ** 30), "u8", "ba")),
+    }
+    for name, fn in cases.items():
+        try:
+            fn()
+            print(name, "no error")
+        except gen.Error as e:
+            print(name, "gen.Error", e)
+        except BaseException as e:
+            print(name, type(e).__name__, e)
+""")
+
+
+def test_too_large_for_memory_is_a_gen_error():
+    r = subprocess.run([sys.executable, "-c", TOO_LARGE], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 4 and all(" gen.Error " in line for line in lines), r.stdout

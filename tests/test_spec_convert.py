@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 import zlib
 
 import numpy as np
@@ -954,6 +955,23 @@ def test_bad_scale_kinds():
     for bad, mask in (("2", 0), ([str(v) for v in per_c], 2), (per_c + 1j, 2),
                       ([1.0, None] * 9 + [1.0], 2)):
         _raises_everywhere(src, dst, ["scales"], scales=bad, scale_mask=mask)
+
+
+def test_complex_and_overflowing_attribute_scalars(recwarn):
+    """NumPy complex scalars are refused (not cut to their real part with a ComplexWarning),
+    and a long double past the doubles is a gen.Error even when warnings are errors."""
+    src, dst = _src_dst("f32", "s8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for c in (np.complex64(1 + 1j), np.complex128(2), 3j):
+            _raises_everywhere(src, dst, ["zero_point"], dst_zero_point=c)
+            _raises_everywhere(src, dst, ["sum_scale"], sum_scale=c)
+        huge = np.longdouble("1e400") if np.finfo(np.longdouble).max > 1e400 else np.inf
+        _raises_everywhere(src, dst, ["scales"], scales=huge)
+        _raises_everywhere(src, dst, ["scales"], scales=np.array([huge]))
+        _raises_everywhere(src, dst, ["sum_scale"], sum_scale=huge)
+        _raises_everywhere(src, dst, ["zero_point"], dst_zero_point=huge)
+    assert not recwarn.list
 
 
 @pytest.mark.parametrize("sdt,szp", [("u8", 300), ("u8", -1), ("u8", 256), ("s8", 128),

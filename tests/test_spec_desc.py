@@ -3,6 +3,7 @@
 Checked against the independent reference in tests/reference.py.
 """
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -494,6 +495,17 @@ def test_unknown_tag(tag):
     raises_gen(lambda: gen.MemoryDesc((2, 3, 4, 5), "f32", tag), tag)
 
 
+@pytest.mark.parametrize("block", ["9" * 20, "1" * 5000, "0" * 5000 + "99999999999999999999"])
+def test_block_too_large(block):
+    """Past int64 (and past Python's limit on digits read as an int): gen.Error."""
+    raises_gen(lambda: gen.MemoryDesc((2, 3), "f32", f"aB{block}b"), "aB", "block")
+
+
+def test_block_with_leading_zeros():
+    assert gen.MemoryDesc((2, 3), "f32", "aB" + "0" * 5000 + "16b") == \
+        gen.MemoryDesc((2, 3), "f32", "aB16b")
+
+
 @pytest.mark.parametrize("tag", [np.array(["ab", "ba"]), 3, ["ab"]])
 def test_format_not_a_string(tag):
     raises_gen(lambda: gen.MemoryDesc((2, 3), "f32", tag), "format")
@@ -532,6 +544,12 @@ def test_non_positive_dims(dims, bad, fmt):
 ])
 def test_unknown_dtype(dt, names):
     raises_gen(lambda: gen.MemoryDesc((2, 3), dt), *names)
+
+
+def test_deprecated_numpy_alias_is_unknown_under_warnings_as_errors():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # NumPy warns on 'a' (a bytes alias) first
+        raises_gen(lambda: gen.MemoryDesc((2, 3), "a"), "'a'")
 
 
 @pytest.mark.parametrize("dims,strides,names", [

@@ -1,6 +1,8 @@
 """Acceptance tests for gen.Memory, written from shared/API.md."""
+import warnings
 import zlib
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -102,6 +104,22 @@ def test_wrap_typed_numpy_array():
     assert np.array_equal(m.to_array(), np.arange(12, dtype=np.float32).reshape(4, 3).T)
     buf[0] = -1.0
     assert m.to_array()[0, 0] == -1.0
+
+
+def test_wrap_arrays_memoryview_cannot_describe():
+    """bfloat16 (which memoryview refuses) and np.matrix (2-D whatever its shape) are wrapped
+    like any array: no copy, bytes in order."""
+    md = gen.MemoryDesc((2, 3), "bf16", "ba")
+    x = np.arange(6, dtype=np.float32).astype(ml_dtypes.bfloat16)
+    m = gen.Memory(md, x)
+    assert np.shares_memory(m.data, x) and m.data.shape == (12,)
+    assert np.array_equal(m.to_array().astype(np.float32), np.arange(6.0).reshape(3, 2).T)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PendingDeprecationWarning)  # NumPy's, on np.matrix
+        mat = np.matrix(np.arange(8, dtype=np.float32))
+    m = gen.Memory(gen.MemoryDesc((2, 2), "f32"), mat)
+    assert m.data.shape == (16,) and np.shares_memory(m.data, mat)
+    assert np.array_equal(m.to_array(), [[0, 1], [2, 3]])
 
 
 def test_wrap_bytearray_and_memoryview():

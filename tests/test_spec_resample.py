@@ -22,6 +22,7 @@ Decisions where the contract is silent (see the report):
   the backward function's line names `resample_backward`.
 """
 import os
+import warnings
 import zlib
 
 import numpy as np
@@ -511,6 +512,25 @@ def test_strided_plain_desc(dims, strides, alg):
     check_backward(x, mem_logical(d), sp_out, alg, "f32", "strided backward %r" % (strides,))
 
 
+@pytest.mark.parametrize("dims,strides", [((1, 3, 7, 30), (2 ** 63, 210, 30, 1)),
+                                          ((2, 1, 7, 30), (210, 2 ** 70, 30, 1))])
+def test_size_one_axis_with_a_huge_stride(dims, strides):
+    """A size-1 axis' stride is never used, so any value goes (past int64 too): the desc
+    holds the same bytes as the dense one."""
+    md = gen.MemoryDesc(dims, "f32", strides=strides)
+    assert md.nbytes == 4 * np.prod(dims)
+    x = random_data(dims, "f32", rng_for("huge stride", dims))
+    m = gen.Memory(md, np.ascontiguousarray(x).view(np.uint8).ravel().copy())
+    assert same_bits(m.to_array(), x)
+    for alg in ALGS:
+        r = gen.resample(m, alg=alg, out_spatial=(4, 9))
+        check_forward(x, mem_logical(r), (4, 9), alg, "f32", "huge stride %r" % (strides,))
+        p = gen.Resample(md, r.desc, alg=alg)
+        out = gen.Memory(r.desc)
+        p(m, out)
+        assert bytes(out.data) == bytes(r.data)
+
+
 @pytest.mark.parametrize("dims,tag,sp_out", [
     ((2, 1, 2, 1), "nhwc", (3, 3)),      # the same bytes as acbd, the canonical tag
     ((2, 1, 2, 1), "chwn", (3, 4)),
@@ -909,11 +929,15 @@ def _x(shape, dtype=np.float32):
     return np.zeros(shape, dtype=dtype)
 
 
-@pytest.mark.parametrize("alg", ["cubic", "bilinear_", "", "NEAREST_X", None, 3])
+@pytest.mark.parametrize("alg", ["cubic", "bilinear_", "", "NEAREST_X", None, 3,
+                                 np.array(["nearest", "linear"]), np.array(["linear"])])
 def test_unknown_alg(alg):
     x = _x((1, 2, 5))
+    md, md2 = gen.MemoryDesc((1, 2, 5), "f32"), gen.MemoryDesc((1, 2, 3), "f32")
     raises_gen(lambda: gen.resample(x, alg=alg, out_spatial=(3,)), repr(alg), str(alg), "alg")
     raises_gen(lambda: gen.resample_backward(x, alg=alg, in_spatial=(3,)), repr(alg), str(alg), "alg")
+    raises_gen(lambda: gen.Resample(md, md2, alg=alg), repr(alg), str(alg), "alg")
+    raises_gen(lambda: gen.ResampleBackward(md2, md, alg=alg), repr(alg), str(alg), "alg")
 
 
 @pytest.mark.parametrize("shape", [(2, 3), (5,), (1, 1, 2, 2, 2, 2)])
@@ -955,6 +979,10 @@ def test_bad_factors():
     raises_gen(lambda: gen.resample(x, factors=(-0.5,)), "-0.5", "factors", "negative")
     x2 = _x((1, 2, 5, 4))
     raises_gen(lambda: gen.resample(x2, factors=(2.0, 0.2)), "0.2", "factors", "empty")
+    with warnings.catch_warnings():  # complex factors: refused, not cut to their real part
+        warnings.simplefilter("error")
+        for bad in (np.complex64(2), np.complex128(2 + 1j), 2j):
+            raises_gen(lambda: gen.resample(x, factors=(bad,)), "factors")
 
 
 def test_neither_or_both():
@@ -982,7 +1010,7 @@ def test_unsupported_memory_type():
 
 
 def test_bad_source_objects():
-    for bad in [None, "abc", [[[1.0, 2.0]]], 3.0]:
+    for bad in [None, "abc", [[[1.0, 2.0]]], 3.0, [[[1.0, 2.0], [3.0]]]]:
         try:
             gen.resample(bad, out_spatial=(3,))
         except gen.Error:

@@ -648,6 +648,9 @@ def test_primitive_bad_attributes():
     raises_gen(lambda: gen.ShuffleChannels(md, 2, 2), "2")  # 3 channels on axis 2
     raises_gen(lambda: gen.ShuffleChannels(md, 1, 2.0), "2.0")
     raises_gen(lambda: gen.ShuffleChannels(md, 1.0, 2), "1.0")
+    for bad in (np.array([True, False]), "yes", 2, None):
+        raises_gen(lambda: gen.ShuffleChannels(md, 1, 2, backward=bad), "backward", repr(bad))
+    assert gen.ShuffleChannels(md, 1, 2, backward=np.True_).backward is True
 
 
 # ---------------------------------------------------------------- threads
@@ -846,7 +849,7 @@ def test_group_on_other_axes_checked_against_that_axis():
 
 
 def test_bad_source_kinds_and_types():
-    for bad in (None, "abc", 3, 1.5):
+    for bad in (None, "abc", 3, 1.5, [[1.0, 2.0], [3.0]]):
         raises_gen(lambda: gen.shuffle_channels(bad, 0, 1))
         raises_gen(lambda: gen.shuffle_channels_backward(bad, 0, 1))
     raises_gen(lambda: gen.shuffle_channels(np.zeros((2, 4), np.complex128), 1, 2))

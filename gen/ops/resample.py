@@ -22,7 +22,7 @@ import numpy as np
 from .. import codegen, dtypes, jit, plan, registry, runtime, space
 from ..errors import Error
 from ..layout import LETTERS, MemoryDesc
-from ..memory import Memory, Operand, check_call
+from ..memory import Memory, Operand, check_call, new_array, rank_of
 from ..problem import Layout
 from .reorder import run_reorder
 
@@ -430,7 +430,7 @@ def _plan_of(key: _Key, dst_nbytes) -> _Plan:
 # ---------------------------------------------------------------- validation
 
 def _alg(alg):
-    if alg not in ALGS:
+    if not isinstance(alg, str) or alg not in ALGS:
         raise Error(f"unknown alg {alg!r}; algs are {', '.join(ALGS)}")
     return alg
 
@@ -475,7 +475,7 @@ def out_spatial_of(spatial_in, out_spatial, factors):
         return _sizes("out_spatial", out_spatial, nsp)
     try:
         factors = tuple(factors)
-        if any(isinstance(f, (bool, np.bool_)) or not isinstance(f, (numbers.Real, np.number))
+        if any(isinstance(f, (bool, np.bool_)) or not isinstance(f, numbers.Real)
                for f in factors):
             raise TypeError
         factors = tuple(float(f) for f in factors)
@@ -499,7 +499,7 @@ def out_spatial_of(spatial_in, out_spatial, factors):
 # ---------------------------------------------------------------- functional API and primitives
 
 def _source(x) -> Operand:
-    if not isinstance(x, Memory) and np.ndim(x) == 0:
+    if rank_of(x) == 0:
         raise Error("resampling needs rank 3..5 (N, C, 1-3 spatial dims), got rank 0")
     src = Operand.of(x)
     _rank(src.dims)
@@ -527,7 +527,7 @@ def _execute(x, src: Operand, out_dims, alg, backward, format, threads, op):
         out = Memory(_same_format(x.desc, out_dims))
         dst = Operand.of_memory(out)
     else:
-        out = np.empty(out_dims, dtypes.numpy_dtype(dtype))
+        out = new_array(out_dims, dtype)
         dst = Operand.of(out)
     key = _Key(src.dims, dst.dims, src.layout, dst.layout, dtype, alg, backward)
     p = _plan_of(key, dst.hi - dst.lo)

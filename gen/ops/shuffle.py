@@ -17,7 +17,7 @@ import numpy as np
 from .. import dtypes, plan, runtime
 from ..errors import Error
 from ..layout import MemoryDesc
-from ..memory import Memory, Operand, check_call
+from ..memory import Memory, Operand, check_call, new_array, rank_of
 from ..problem import Layout, NestError
 
 
@@ -55,14 +55,17 @@ def _plan(dims, axis, group, backward, src: Layout, dst: Layout, esize, dst_nbyt
             return plan.cached(split, s.swap(axis), d, esize, dst_nbytes)
         except NestError:
             pass  # the two views' blocks do not nest: gather instead
-    c = np.arange(channels)
-    return plan.cached(dims, src.gather(axis, (c % group) * per_group + c // group), dst,
-                       esize, dst_nbytes)
+    try:
+        c = np.arange(channels)
+        return plan.cached(dims, src.gather(axis, (c % group) * per_group + c // group), dst,
+                           esize, dst_nbytes)
+    except MemoryError:
+        raise Error(f"the gather table of {channels} channels does not fit in memory") from None
 
 
 def _run(x, axis, group, backward, threads, op):
     t0 = time.perf_counter()
-    if np.ndim(x) == 0 and not isinstance(x, Memory):
+    if rank_of(x) == 0:
         raise Error("shuffle_channels needs a tensor of rank >= 1, got rank 0")
     src = Operand.of(x)
     axis, group = check(src.dims, axis, group)
@@ -70,7 +73,7 @@ def _run(x, axis, group, backward, threads, op):
         out = Memory(x.desc)
         dst = Operand.of_memory(out)
     else:
-        out = np.empty(src.dims, dtypes.numpy_dtype(src.dtype))
+        out = new_array(src.dims, src.dtype)
         dst = Operand.of(out)
     p = _plan(src.dims, axis, group, backward, src.layout, dst.layout,
               dtypes.itemsize(src.dtype), dst.hi - dst.lo)
@@ -105,6 +108,8 @@ class ShuffleChannels:
         if not isinstance(desc, MemoryDesc):
             raise Error(f"desc must be a gen.MemoryDesc, got {desc!r}")
         self.axis, self.group = check(desc.dims, axis, group)
+        if not isinstance(backward, (bool, np.bool_, numbers.Integral)) or backward not in (0, 1):
+            raise Error(f"backward must be True or False, got {backward!r}")
         self.desc, self.backward = desc, bool(backward)
         layout = Layout.of_desc(desc)
         self._plan = _plan(desc.dims, self.axis, self.group, self.backward, layout, layout,
