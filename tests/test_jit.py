@@ -43,6 +43,8 @@ CASES = [
     ("reorder_run_u8_f32", {"dims": [2, 24, 33, 35], "src": ["u8", "nchw"],
                             "dst": ["f32", "nchw"],
                             "attrs": {"scales": [0.25], "src_zero_point": 7}}),
+    ("reorder_run_f32_bf16", {"dims": [4, 32, 9, 10, 7], "src": ["f32", "aBcde8b"],
+                              "dst": ["bf16", "aecdb"]}),  # runs of 8 along the source
     ("reorder_interleave4_e4", {"dims": [2, 24, 29, 31], "shuffle": ["f32", "nhwc"],
                                 "group": 4}),
     ("reorder_strided_e4", {"dims": [2, 116, 9, 11], "shuffle": ["f32", "nChw16c"],

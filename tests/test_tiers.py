@@ -105,18 +105,67 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("tier", registry.supported())
-def test_tier_conversions_match_reference(tier):
-    import convert_reference as cr
+def run_script(script, cases, tier):
+    """script's JSON output, run on `tier` with the cases and tests/ as arguments."""
     here = os.path.dirname(os.path.abspath(__file__))
-    proc = subprocess.run([sys.executable, "-c", CONVERT_SCRIPT, json.dumps(CONVERSIONS), here],
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps(cases), here],
                           env=dict(os.environ, GEN_ISA=tier), capture_output=True, text=True,
                           check=True)
     got = json.loads(proc.stdout)
     assert got["isa"] == tier
+    return got
+
+
+@pytest.mark.parametrize("tier", registry.supported())
+def test_tier_conversions_match_reference(tier):
+    import convert_reference as cr
+    got = run_script(CONVERT_SCRIPT, CONVERSIONS, tier)
     for (n, s, d, attrs), raw in zip(CONVERSIONS, got["results"], strict=True):
         rng = np.random.default_rng(n)
         a, old = cr.make_tensor(s, (n,), rng), cr.make_tensor(d, (n,), rng)
         want = cr.reference_reorder(a, d, dst_old=old, **attrs)
         result = np.frombuffer(bytes.fromhex(raw), np.ascontiguousarray(want).dtype)
         cr.assert_same(result, want, a, f"{tier} {n} {s}->{d} {attrs}")
+
+
+# Converted runs of 8, 16 and 24 along the node that continues them in the source (an odd
+# count of them: pairs of runs of 8 and one left over), converted where they lie.
+RUN_LAYOUTS = [((2, 16, 3, 2, 5), "aBcde8b", "aecdb"), ((3, 32, 7), "aBc16b", "acb"),
+               ((2, 48, 5), "aBc24b", "acb")]
+RUN_SCRIPT = r"""
+import json, sys
+sys.path.insert(0, sys.argv[2])
+import numpy as np, gen, convert_reference as cr, reference as ref
+out = {"isa": gen.isa(), "kernels": [], "results": []}
+for dims, stag, dtag, s, d, attrs in json.loads(sys.argv[1]):
+    a = cr.make_tensor(s, tuple(dims), np.random.default_rng(len(dims)))
+    src = gen.Memory(gen.MemoryDesc(dims, s, stag))
+    src.data[:] = ref.pack(a, stag)
+    for threads in (1, 2):
+        dst = gen.Memory(gen.MemoryDesc(dims, d, dtag))
+        p = gen.Reorder(src.desc, dst.desc, **attrs)
+        p(src, dst, threads=threads)
+        out["kernels"].append(p.kernel)
+        out["results"].append(bytes(dst.data).hex())
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("tier", registry.supported())
+def test_tier_runs_along_the_source_match_reference(tier):
+    import convert_reference as cr
+    from reference import unpack
+    cases = [(dims, stag, dtag, s, d, attrs) for dims, stag, dtag in RUN_LAYOUTS
+             for s in ("f32", "bf16", "s8") for d in TYPES
+             for attrs in ({}, {"scales": 0.75, "src_zero_point": 3, "dst_zero_point": 2})
+             if s != d or attrs]
+    got = run_script(RUN_SCRIPT, cases, tier)
+    assert all(k == f"reorder_run_{s}_{d}_{tier}" for (_, _, _, s, d, _), k in
+               zip([c for c in cases for _ in (1, 2)], got["kernels"], strict=True))
+    for k, (dims, stag, dtag, s, d, attrs) in enumerate(cases):
+        a = cr.make_tensor(s, tuple(dims), np.random.default_rng(len(dims)))
+        want = cr.reference_reorder(a, d, **attrs)
+        for raw in got["results"][2 * k:2 * k + 2]:
+            result = unpack(np.frombuffer(bytes.fromhex(raw), np.uint8), tuple(dims), dtag,
+                            np.ascontiguousarray(want).dtype)
+            cr.assert_same(result, want, a, f"{tier} {dims} {stag}->{dtag} {s}->{d} {attrs}")
