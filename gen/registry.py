@@ -177,17 +177,20 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
             (None, None))
         # else B narrower than a row, its rows anywhere: each row read under a mask
         # (nChw16c -> nchw with 3 channels 1.25-2x, nhwc -> nchw with 5 to 7 channels 1.9-4.5x
-        # faster than the strided kernel, specialised, on Zen5). A conversion only where its
-        # rows follow each other (one converter call per item: nhwc -> nchw with 5 channels,
-        # f32 -> bf16 or s8, 2.6-3x; rows apart, each converted on its own, f32 -> bf16 and s8
-        # -> f32 0.5-0.8x). Not for rows of 3 that follow each other: there the specialised
-        # strided kernel's loop is vectorised by the compiler (nhwc -> nchw with 3 channels
-        # 0.6-0.8x at 1 thread); nor where the kernel would take the narrow path (bn a narrow
-        # width, A's innermost node stepping by it) for rows that do not follow each other
-        # all along A.
+        # faster than the strided kernel, specialised, on Zen5). A conversion where its rows
+        # follow each other (one converter call per item: nhwc -> nchw with 5 channels, f32
+        # -> bf16 or s8, 2.6-3x), or, with one scale for the item's rows, rows apart of 2- or
+        # 4-byte elements, which the kernel gathers and converts in one call (rand15's 5 of 8
+        # channels, f32 -> u8, 1.8x; nChw16c -> nchw with 3 channels, f32 -> bf16 or s8,
+        # 1.2-1.3x; s8 -> f32 0.8x). Not for rows of 3 that follow each other: there the
+        # specialised strided kernel's loop is vectorised by the compiler (nhwc -> nchw with 3
+        # channels 0.6-0.8x at 1 thread); nor where the kernel would take the narrow path (bn a
+        # narrow width, A's innermost node stepping by it) for rows that do not follow each
+        # other all along A.
         a, b = (a, b) if a else next(((a, b) for a, b in nests if spec("tile").masked and (
             1 < _size(b) < width <= _size(a) + pad
-            and (not convert or _follows(a, _size(b)))
+            and (not convert or _follows(a, _size(b)) or spec("tile").src_size > 1
+                 and not any(n.scl for n in a + b))
             and not (_size(b) == 3 and _follows(a, 3))
             and not (_size(b) in narrow and a[0].src == _size(b)))), (None, None))
         if a:

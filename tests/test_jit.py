@@ -43,8 +43,6 @@ CASES = [
     ("reorder_run_u8_f32", {"dims": [2, 24, 33, 35], "src": ["u8", "nchw"],
                             "dst": ["f32", "nchw"],
                             "attrs": {"scales": [0.25], "src_zero_point": 7}}),
-    ("reorder_run_f32_bf16", {"dims": [4, 32, 9, 10, 7], "src": ["f32", "aBcde8b"],
-                              "dst": ["bf16", "aecdb"]}),  # runs of 8 along the source
     ("reorder_interleave4_e4", {"dims": [2, 24, 29, 31], "shuffle": ["f32", "nhwc"],
                                 "group": 4}),
     ("reorder_strided_e4", {"dims": [2, 116, 9, 11], "shuffle": ["f32", "nChw16c"],
@@ -55,6 +53,11 @@ CASES = [
                              "alg": "nearest", "out": [45, 41]}),
     ("resample_linear_bf16", {"dims": [2, 16, 30, 30], "resample": ["bf16", "nhwc"],
                               "alg": "linear", "out": [13, 29], "backward": True}),
+    ("reorder_run_f32_bf16", {"dims": [4, 32, 9, 10, 7], "src": ["f32", "aBcde8b"],
+                              "dst": ["bf16", "aecdb"]}),  # runs of 8 along the source
+    ("reorder_tile_f32_u8", {"dims": [60, 13, 4, 46], "src": ["f32", "aBcd8b"],
+                             "dst": ["u8", "dbca"],  # 5 of 8 channels: rows apart, masked
+                             "attrs": {"scales": [0.5], "dst_zero_point": 3}}),
 ]
 
 CHILD = """

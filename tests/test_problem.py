@@ -159,7 +159,8 @@ def test_tile_reads_rows_narrower_than_a_row_under_a_mask(tier):
     has masked loads of the element size (the rows are read under a mask: test_guard_pages),
     else the strided kernel; rows of 3 that follow each other stay strided, rows of 2 or 4
     that follow each other take the narrow path. A conversion reads its buffer's rows under
-    a mask only where they follow each other in src."""
+    a mask where they follow each other in src, or where rows apart of 2- or 4-byte source
+    elements share one scale (gathered and converted in one call)."""
     def kind(esize, *nest, convert=None):
         return registry.choose(nodes(*nest), False, esize, convert=convert, tier=tier)[0].kind
     for esize in (1, 2, 4, 8):
@@ -174,7 +175,12 @@ def test_tile_reads_rows_narrower_than_a_row_under_a_mask(tier):
     masked = "tile" if vector and 2 in vector.maskload else "strided"
     f32_bf16 = ("f32", "bf16")
     assert kind(2, (5, 1, 300), (300, 5, 1), convert=f32_bf16) == masked
-    assert kind(2, (3, 1, 300), (300, 16, 1), convert=f32_bf16) == "strided"
+    assert kind(2, (3, 1, 300), (300, 16, 1), convert=f32_bf16) == masked  # rows apart
+    assert kind(2, (3, 1, 300, 1), (300, 16, 1, 0), convert=f32_bf16) == "strided"  # scales/c
+    vector = TIERS[tier].vectors.get(space.TILE_WIDTH[4] * 4)
+    masked = "tile" if vector and 4 in vector.maskload else "strided"
+    assert kind(4, (3, 1, 300), (300, 16, 1), convert=("bf16", "f32")) == masked
+    assert kind(4, (3, 1, 300), (300, 16, 1), convert=("s8", "f32")) == "strided"  # 1-byte src
 
 
 def tile_lines(dims, src, dst, src_strides=None):

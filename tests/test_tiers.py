@@ -128,10 +128,15 @@ def test_tier_conversions_match_reference(tier):
         cr.assert_same(result, want, a, f"{tier} {n} {s}->{d} {attrs}")
 
 
-# Converted runs of 8, 16 and 24 along the node that continues them in the source (an odd
-# count of them: pairs of runs of 8 and one left over), converted where they lie.
+# Conversions that take two of the kernels' special paths, with the kind each tier runs:
+# runs of 8, 16 and 24 along the node that continues them in the source (an odd count of them:
+# pairs of runs of 8 and one left over), converted where they lie; and rows of a few elements
+# apart in the source (5 of 8 channels, 3 or 7 of 16), gathered and converted in one call by
+# the masked tile (avx512).
 RUN_LAYOUTS = [((2, 16, 3, 2, 5), "aBcde8b", "aecdb"), ((3, 32, 7), "aBc16b", "acb"),
                ((2, 48, 5), "aBc24b", "acb")]
+APART_LAYOUTS = [((70, 13, 3, 7), "aBcd8b", "dbca"), ((2, 3, 9, 11), "nChw16c", "nchw"),
+                 ((2, 7, 5, 9), "nChw16c", "nchw")]
 RUN_SCRIPT = r"""
 import json, sys
 sys.path.insert(0, sys.argv[2])
@@ -152,16 +157,20 @@ print(json.dumps(out))
 
 
 @pytest.mark.parametrize("tier", registry.supported())
-def test_tier_runs_along_the_source_match_reference(tier):
+def test_tier_special_conversion_paths_match_reference(tier):
     import convert_reference as cr
     from reference import unpack
-    cases = [(dims, stag, dtag, s, d, attrs) for dims, stag, dtag in RUN_LAYOUTS
+    cases = [(dims, stag, dtag, s, d, attrs) for dims, stag, dtag in RUN_LAYOUTS + APART_LAYOUTS
              for s in ("f32", "bf16", "s8") for d in TYPES
              for attrs in ({}, {"scales": 0.75, "src_zero_point": 3, "dst_zero_point": 2})
              if s != d or attrs]
     got = run_script(RUN_SCRIPT, cases, tier)
-    assert all(k == f"reorder_run_{s}_{d}_{tier}" for (_, _, _, s, d, _), k in
-               zip([c for c in cases for _ in (1, 2)], got["kernels"], strict=True))
+    kernels = list(zip([c for c in cases for _ in (1, 2)], got["kernels"], strict=True))
+    assert all(k == f"reorder_run_{s}_{d}_{tier}" for (dims, stag, dtag, s, d, _), k in kernels
+               if (dims, stag, dtag) in RUN_LAYOUTS)
+    if tier == "avx512":  # the masked tile converts rows apart from 2- and 4-byte sources
+        assert all(k == f"reorder_tile_{s}_{d}_{tier}" for (dims, stag, dtag, s, d, _), k in
+                   kernels if (dims, stag, dtag) == APART_LAYOUTS[0] and s != "s8")
     for k, (dims, stag, dtag, s, d, attrs) in enumerate(cases):
         a = cr.make_tensor(s, tuple(dims), np.random.default_rng(len(dims)))
         want = cr.reference_reorder(a, d, **attrs)
