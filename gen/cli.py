@@ -66,23 +66,23 @@ def _export_arguments(p):
                    help="reorder: destination dtype and format (default: --src's)")
     p.add_argument("--scales", type=_floats, help="reorder: scales S,S,... (one per index "
                    "of the masked axes, row-major)")
-    p.add_argument("--scale-mask", type=int, default=0, metavar="M",
+    p.add_argument("--scale-mask", type=int, metavar="M",
                    help="reorder: bit i set = one scale per index of axis i (default 0)")
-    p.add_argument("--src-zero-point", type=int, default=0, metavar="Z",
+    p.add_argument("--src-zero-point", type=int, metavar="Z",
                    help="reorder: subtracted from the source (default 0)")
-    p.add_argument("--dst-zero-point", type=int, default=0, metavar="Z",
+    p.add_argument("--dst-zero-point", type=int, metavar="Z",
                    help="reorder: added to the result (default 0)")
     p.add_argument("--sum-scale", type=float, metavar="B",
                    help="reorder: add B * the destination's old value (then dst is read)")
-    p.add_argument("--axis", type=int, default=1, metavar="A",
+    p.add_argument("--axis", type=int, metavar="A",
                    help="shuffle_channels: the channel axis (default 1)")
-    p.add_argument("--group", type=int, default=1, metavar="G",
+    p.add_argument("--group", type=int, metavar="G",
                    help="shuffle_channels: number of groups (default 1)")
-    p.add_argument("--alg", choices=["nearest", "linear"], default="nearest",
+    p.add_argument("--alg", choices=["nearest", "linear"],
                    help="resample: the algorithm (default nearest)")
     p.add_argument("--out-spatial", type=_sizes, metavar="O0xO1...",
                    help="resample: output spatial dims (required for resample)")
-    p.add_argument("--backward", action="store_true",
+    p.add_argument("--backward", action="store_const", const=True,
                    help="export the backward op of the same forward problem (resample: src "
                         "is diff_dst, dims N, C, out-spatial; dst is diff_src, the --dims; "
                         "shuffle_channels: shuffle_channels_backward)")
@@ -91,7 +91,8 @@ def _export_arguments(p):
                    help="directory to write NAME.c and NAME.h to (created if missing)")
 
 
-# The options of each op, with their defaults: another op's option given is an error.
+# The options of each op, with their defaults (argparse leaves them None, so that an option
+# given is seen even at its default value): another op's option given is an error.
 _OP_OPTIONS = {
     "reorder": {"dst": None, "scales": None, "scale_mask": 0, "src_zero_point": 0,
                 "dst_zero_point": 0, "sum_scale": None},
@@ -104,11 +105,14 @@ def _export(args) -> int:
     from . import export
     mine = _OP_OPTIONS[args.op]
     for options in _OP_OPTIONS.values():
-        for opt, default in options.items():
-            if opt not in mine and getattr(args, opt) != default:
+        for opt in options:
+            if opt not in mine and getattr(args, opt) is not None:
                 owners = " and ".join(op for op, o in _OP_OPTIONS.items() if opt in o)
                 raise Error(f"--{opt.replace('_', '-')} is not an option of {args.op} "
                             f"(only of {owners})")
+    for opt, default in mine.items():
+        if getattr(args, opt) is None:
+            setattr(args, opt, default)
     if args.op == "reorder":
         src = export.reorder_source(
             args.name, args.dims, args.src, args.dst or args.src, scales=args.scales,

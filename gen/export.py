@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import codegen, constants, dtypes, plan, registry
+from . import c_names, codegen, constants, dtypes, plan, registry
 from .errors import Error
 from .isa import TIERS as ISA_TIERS
 from .layout import MemoryDesc
@@ -37,40 +37,10 @@ class Source:
     resample: object = None  # a resample _Plan key, dst bytes
 
 
-C_KEYWORDS = frozenset(
-    "auto break case char const continue default do double else enum extern float for goto "
-    "if inline int long register restrict return short signed sizeof static struct switch "
-    "typedef union unsigned void volatile while _Bool _Complex _Imaginary".split())
-
-
-# What the exported C's headers (C99 stddef.h, stdint.h, stdlib.h, string.h, math.h, omp.h,
-# immintrin.h) and gen's own code declare or reserve: a function of that name would not compile.
-_MATH = ("acos acosh asin asinh atan atan2 atanh cbrt ceil copysign cos cosh erf erfc exp exp2 "
-         "expm1 fabs fdim floor fma fmax fmin fmod frexp hypot ilogb ldexp lgamma llrint llround "
-         "log log10 log1p log2 logb lrint lround modf nan nearbyint nextafter nexttoward pow "
-         "remainder remquo rint round scalbln scalbn sin sinh sqrt tan tanh tgamma trunc").split()
-C_LIBRARY = frozenset(
-    "main abort abs atexit atof atoi atol atoll bsearch calloc div exit free getenv labs ldiv "
-    "llabs lldiv malloc mblen mbstowcs mbtowc qsort rand realloc srand system wctomb offsetof "
-    "fpclassify isfinite isgreater isgreaterequal isinf isless islessequal islessgreater isnan "
-    "isnormal isunordered signbit math_errhandling NULL NAN INFINITY HUGE_VAL HUGE_VALF "
-    "HUGE_VALL EXIT_FAILURE EXIT_SUCCESS RAND_MAX MB_CUR_MAX MATH_ERRNO MATH_ERREXCEPT "
-    "PTRDIFF_MAX PTRDIFF_MIN SIZE_MAX SIG_ATOMIC_MAX SIG_ATOMIC_MIN WCHAR_MAX WCHAR_MIN "
-    "WINT_MAX WINT_MIN memchr memcmp memcpy memmove memset strcat strchr strcmp strcoll "
-    "strcpy strcspn strerror strlen strncat strncmp strncpy strpbrk strrchr strspn strstr "
-    "strtod strtof strtok strtol strtold strtoll strtoul strtoull strxfrm wcstombs "
-    "posix_memalign".split()  # the last from immintrin.h (mm_malloc.h)
-) | {f + s for f in _MATH for s in ("", "f", "l")}
-# leading underscore (C99 7.1.3), gen's prefix and kernel names (with their parts: a name's
-# NAME_taps could meet a kernel's), OpenMP's prefix, the headers' types and macros
-_RESERVED = re.compile(r"_.*|(?i:gen_).*|(reorder|resample)_.*_(scalar|avx2|avx512)(_.*)?"
-                       r"|omp_.*|.*_t|FP_.*|U?INT.*_(MAX|MIN|C)")
-
-
 def _c_name(name: str) -> str:
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name or "") or name in C_KEYWORDS:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name or "") or name in c_names.KEYWORDS:
         raise Error(f"--name {name!r} is not a C identifier")
-    if name in C_LIBRARY or _RESERVED.fullmatch(name):
+    if c_names.taken(name):
         raise Error(f"--name {name!r} is taken by the C library or gen's own code; "
                     f"choose another")
     return name

@@ -14,7 +14,7 @@ import re
 import numpy as np
 
 from . import dtypes
-from .errors import Error
+from .errors import Error, read_only
 
 LETTERS = "abcdefghijkl"
 MAX_NDIMS = len(LETTERS)
@@ -127,11 +127,14 @@ class MemoryDesc:
         self._init(dims, dtype, padded, tuple(outer), blocks)
 
     def _init(self, dims, dtype, padded, strides, blocks):
-        self.dims, self.dtype, self.padded_dims = dims, dtype, padded
-        self.strides, self.inner_blocks = strides, blocks
-        self._key = (dims, dtypes.name(dtype), padded, strides, blocks)
+        # immutable (a desc is hashed, and ops trust its nbytes): set here only
+        for name, value in (("dims", dims), ("dtype", dtype), ("padded_dims", padded),
+                            ("strides", strides), ("inner_blocks", blocks),
+                            ("_key", (dims, dtypes.name(dtype), padded, strides, blocks))):
+            object.__setattr__(self, name, value)
         last = sum((n - 1) * s for a in range(len(dims)) for n, s in self.parts(a))
-        self._nbytes = (last + 1) * self.itemsize  # every op call checks it: computed once
+        # every op call checks it: computed once
+        object.__setattr__(self, "_nbytes", (last + 1) * self.itemsize)
         if self._nbytes >= MAX_BYTES:
             raise Error(f"dims {dims} of {dtypes.name(dtype)} need {self._nbytes} bytes, "
                         f"more than gen's 64-bit offsets address ({MAX_BYTES})")
@@ -141,6 +144,12 @@ class MemoryDesc:
         md = cls.__new__(cls)
         md._init(tuple(dims), dtype, tuple(padded), tuple(strides), tuple(blocks))
         return md
+
+    __setattr__ = __delattr__ = read_only
+
+    def __reduce__(self):  # copy and pickle
+        return (MemoryDesc._make, (self.dims, self.dtype, self.padded_dims, self.strides,
+                                   self.inner_blocks))
 
     # --- derived attributes -------------------------------------------------------------
     @property

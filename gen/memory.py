@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import dtypes
-from .errors import Error
+from .errors import Error, read_only
 from .layout import MemoryDesc
 from .problem import Layout
 
@@ -31,9 +31,15 @@ class Memory:
             data = raw[start:start + nbytes]
         else:
             data = _wrap(buffer, desc)
-        self.desc = desc
-        self.data = data
-        self._addr = data.ctypes.data
+        # immutable: ops trust that data holds desc.nbytes bytes at _addr
+        object.__setattr__(self, "desc", desc)
+        object.__setattr__(self, "data", data)
+        object.__setattr__(self, "_addr", data.ctypes.data)
+
+    __setattr__ = __delattr__ = read_only
+
+    def __reduce__(self):  # a copy or a pickle owns a copy of the bytes, at its own address
+        return (_memory_of_bytes, (self.desc, self.data.tobytes()))
 
     @classmethod
     def from_array(cls, array, format=None, dtype=None) -> "Memory":
@@ -52,6 +58,12 @@ class Memory:
 
     def __repr__(self):
         return f"Memory({self.desc!r})"
+
+
+def _memory_of_bytes(desc, raw: bytes) -> Memory:
+    mem = Memory(desc)
+    mem.data[:] = np.frombuffer(raw, np.uint8)
+    return mem
 
 
 def check_call(src, dst, src_desc, dst_desc, what: str) -> "tuple[int, int]":

@@ -1,4 +1,6 @@
 """Acceptance tests for gen.Memory, written from shared/API.md."""
+import copy
+import pickle
 import warnings
 import zlib
 
@@ -352,3 +354,44 @@ def test_from_array_unknown_array_dtype():
     raises_gen(lambda: gen.Memory.from_array(a))
     raises_gen(lambda: gen.Memory.from_array(np.array([["a", "b"]])))
     raises_gen(lambda: gen.Memory.from_array(np.array([[object()]], dtype=object)))
+
+
+# ---------------------------------------------------------------- immutability
+
+
+def test_desc_attributes_are_read_only():
+    """A desc is hashed and ops trust its nbytes: an attribute set or deleted raises gen.Error
+    (also an AttributeError), and the desc is unchanged."""
+    md = gen.MemoryDesc((2, 3), "f32", "ba")
+    before = (md.dims, md.strides, md.nbytes, hash(md))
+    for name in ("dims", "dtype", "strides", "padded_dims", "inner_blocks", "nbytes", "new"):
+        with pytest.raises(AttributeError):
+            setattr(md, name, (3000, 3000))
+        raises_gen(lambda: setattr(md, name, (3000, 3000)), name)
+    raises_gen(lambda: delattr(md, "dims"), "dims")
+    assert (md.dims, md.strides, md.nbytes, hash(md)) == before
+
+
+def test_memory_attributes_are_read_only():
+    m = gen.Memory.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "ba")
+    raises_gen(lambda: setattr(m, "desc", gen.MemoryDesc((4000, 4000), "f32")), "desc")
+    raises_gen(lambda: setattr(m, "data", np.zeros(4 << 20, np.uint8)), "data")
+    raises_gen(lambda: delattr(m, "data"), "data")
+    assert m.data.size == 24 and np.array_equal(m.to_array(), np.arange(6.0).reshape(2, 3))
+    m.data[:4] = 0  # the bytes themselves stay writable
+    assert m.to_array()[0, 0] == 0
+
+
+def test_copies_and_pickles():
+    """Descs copy and pickle equal (and hash equal); a Memory's copy owns a copy of its bytes
+    and works as a source and a destination."""
+    md = gen.MemoryDesc((2, 19, 3, 5), "bf16", "nChw16c")
+    for other in (copy.copy(md), copy.deepcopy(md), pickle.loads(pickle.dumps(md))):
+        assert other == md and hash(other) == hash(md) and other.nbytes == md.nbytes
+    a = np.random.default_rng(7).standard_normal((2, 19, 3, 5)).astype(ml_dtypes.bfloat16)
+    m = gen.Memory.from_array(a, "nChw16c")
+    for other in (copy.copy(m), copy.deepcopy(m), pickle.loads(pickle.dumps(m))):
+        assert not np.shares_memory(other.data, m.data) and bytes(other.data) == bytes(m.data)
+        assert np.array_equal(other.to_array(), a)
+        gen.reorder(np.zeros_like(a), other)  # writes its own bytes only
+        assert not other.to_array().any() and np.array_equal(m.to_array(), a)

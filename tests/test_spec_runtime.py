@@ -235,3 +235,23 @@ def test_thread_count_capped():
     assert runtime.num_threads(10 ** 5) == runtime.MAX_THREADS
     x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
     assert np.array_equal(gen.reorder(x, "cba", threads=10 ** 5).to_array(), x)
+
+
+def test_primitive_attributes_are_read_only():
+    """A primitive's plan was made for its descs and attributes: setting one raises
+    gen.Error (also an AttributeError), and the primitive still runs its own problem."""
+    md, up = gen.MemoryDesc((1, 4, 6), "f32"), gen.MemoryDesc((1, 4, 12), "f32")
+    big = gen.MemoryDesc((64, 64, 64), "f32")
+    prims = {"src_desc": gen.Reorder(md, gen.MemoryDesc((1, 4, 6), "f32", "acb")),
+             "desc": gen.ShuffleChannels(md, group=2),
+             "dst_desc": gen.Resample(md, up, alg="linear"),
+             "alg": gen.ResampleBackward(up, md, alg="linear")}
+    for name, p in prims.items():
+        with pytest.raises(AttributeError):
+            setattr(p, name, big)
+        with pytest.raises(gen.Error, match=name):
+            setattr(p, name, big)
+    x = gen.Memory.from_array(np.arange(24, dtype=np.float32).reshape(1, 4, 6))
+    y = prims["desc"](x, gen.Memory(md))
+    assert np.array_equal(y.to_array(), np.arange(24.0).reshape(1, 2, 2, 6)
+                          .transpose(0, 2, 1, 3).reshape(1, 4, 6))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import dtypes, plan, registry, runtime
-from ..errors import Error
+from ..errors import Error, SetOnce
 from ..layout import MemoryDesc
 from ..memory import Memory, Operand, check_call
 from ..problem import Layout
@@ -193,7 +193,7 @@ def _verbose(kernel, s: Operand, dst_desc, t0):
                     f"{'x'.join(map(str, s.dims))},{(time.perf_counter() - t0) * 1e3:.4f}ms")
 
 
-class Reorder:
+class Reorder(SetOnce):
     """`gen.Reorder(src_desc, dst_desc, **attrs)`: planned once, then `p(src_mem, dst_mem)`."""
 
     def __init__(self, src_desc, dst_desc, **attributes):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import codegen, dtypes, jit, plan, registry, runtime, space
-from ..errors import Error
+from ..errors import Error, SetOnce
 from ..layout import LETTERS, MemoryDesc
 from ..memory import Memory, Operand, check_call, new_array, rank_of
 from ..problem import Layout
@@ -605,7 +605,7 @@ def resample_backward(diff_dst, *, alg=None, in_spatial=None, format=None, threa
                     "resample_backward")
 
 
-class _Primitive:
+class _Primitive(SetOnce):
     op = ""
 
     def __init__(self, src_desc, dst_desc, alg):

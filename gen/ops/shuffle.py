@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from .. import dtypes, plan, runtime
-from ..errors import Error
+from ..errors import Error, SetOnce
 from ..layout import MemoryDesc
 from ..memory import Memory, Operand, check_call, new_array, rank_of
 from ..problem import Layout, NestError
@@ -100,7 +100,7 @@ def shuffle_channels_backward(dy, axis=1, group=1, *, threads=None):
     return _run(dy, axis, group, True, threads, "shuffle_channels_backward")
 
 
-class ShuffleChannels:
+class ShuffleChannels(SetOnce):
     """`gen.ShuffleChannels(desc, axis=1, group=1, backward=False)`: planned once, then
     `p(src_mem, dst_mem)` with Memories of `desc`."""
 
