@@ -82,8 +82,11 @@ def check_call(src, dst, src_desc, dst_desc, what: str) -> "tuple[int, int]":
 
 def _wrap(buffer, desc) -> np.ndarray:
     if isinstance(buffer, np.ndarray):  # not through memoryview, which refuses bfloat16
-        view, objects = buffer, buffer.dtype.hasobject
         readonly, contiguous = not buffer.flags.writeable, buffer.flags.c_contiguous
+        objects = buffer.dtype.hasobject
+
+        def as_bytes():  # a plain array's bytes (np.matrix too)
+            return np.asarray(buffer).reshape(-1).view(np.uint8)
     else:
         try:
             view = memoryview(buffer)
@@ -91,6 +94,10 @@ def _wrap(buffer, desc) -> np.ndarray:
             raise Error(f"buffer must support the buffer protocol, got "
                         f"{type(buffer).__name__}") from None
         readonly, contiguous, objects = view.readonly, view.c_contiguous, "O" in view.format
+
+        def as_bytes():
+            return np.frombuffer(view.cast("B") if view.ndim != 1 or view.format != "B"
+                                 else view, np.uint8)
     if readonly:
         raise Error("buffer is read-only; a Memory must be writable")
     if not contiguous:
@@ -98,11 +105,7 @@ def _wrap(buffer, desc) -> np.ndarray:
     if objects:  # Python object references: writing bytes over them would crash
         raise Error(f"buffer of Python objects ({type(buffer).__name__}) cannot hold tensor data")
     try:
-        if isinstance(view, np.ndarray):
-            data = np.asarray(view).reshape(-1).view(np.uint8)  # a plain array (np.matrix too)
-        else:
-            data = np.frombuffer(view.cast("B") if view.ndim != 1 or view.format != "B" else view,
-                                 np.uint8)
+        data = as_bytes()
     except (TypeError, ValueError) as e:
         raise Error(f"buffer {type(buffer).__name__} cannot be read as bytes: {e}") from None
     if data.nbytes < desc.nbytes:

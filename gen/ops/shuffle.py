@@ -57,10 +57,10 @@ def _plan(dims, axis, group, backward, src: Layout, dst: Layout, esize, dst_nbyt
             pass  # the two views' blocks do not nest: gather instead
     try:
         c = np.arange(channels)
-        return plan.cached(dims, src.gather(axis, (c % group) * per_group + c // group), dst,
-                           esize, dst_nbytes)
-    except MemoryError:
+        table = (c % group) * per_group + c // group
+    except MemoryError:  # (plan.cached catches its own)
         raise Error(f"the gather table of {channels} channels does not fit in memory") from None
+    return plan.cached(dims, src.gather(axis, table), dst, esize, dst_nbytes)
 
 
 def _run(x, axis, group, backward, threads, op):
