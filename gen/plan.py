@@ -143,8 +143,8 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
             lines = _tile_lines(spec, rows, b.n, src_esize, convert)
             prefetch = _tile_prefetch(rows, 2 * dst_nbytes if traffic is None else traffic)
             even = _tile_even(rows, tables["b_tab"], a.src * src_esize, b.dst * esize, convert)
-            aligned = not (tables["b_tab"] % 64).any()
-            piece_stream = stream if aligned and (
+            whole = _tile_whole_lines(spec, tables["b_tab"], a.n + piece.pad, b, even)
+            piece_stream = stream if whole and (
                 choice is not None or convert is not None
                 or _tile_streams(spec, tables["b_tab"], a.n + piece.pad, lines, dst_nbytes)) else 0
         elif spec.kind == "interleave" and choice is None:
@@ -225,6 +225,19 @@ def _tile_prefetch(rows, moved) -> bool:
     left without too)."""
     step = np.abs(np.diff(rows)).min() if len(rows) > 1 else 0
     return 2 * moved >= llc_bytes() and step >= LINE
+
+
+def _tile_whole_lines(spec, b_tab, rows, b, even) -> bool:
+    """Whether a tile's stores fill whole destination lines, so that it may stream: every
+    column starts a line (a call stores a line per column), or B's columns of `rows` elements
+    follow each other from a line, their rows a multiple of the tile's W (single tiles, one
+    after the other along A, fill a W-column block of lines: nchw -> nChw16c into s8,
+    16-byte columns, f32 -> s8 of 8x64x128x128 1.3-1.4x faster streaming at 1 and 2
+    threads, Zen5, specialised)."""
+    W = spec.tile
+    packed = (even and b.dst == rows and rows % W == 0 and W * rows * spec.esize % LINE == 0
+              and b.n >= W and b_tab[0] % LINE == 0)
+    return packed or not (b_tab % LINE).any()
 
 
 def _tile_even(rows, cols, row_step, col_step, convert) -> bool:

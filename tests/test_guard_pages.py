@@ -107,6 +107,10 @@ CONVERSIONS = [
     ((40, 11), "s8", (16, 1), "f32", "ba", dict(scales=[0.5])),  # gaps, none after the end
     ((3, 5, 9, 11), "f32", "nhwc", "bf16", "nchw", {}),  # rows of 5: the masked tile
     ((3, 5, 9, 11), "f32", "nhwc", "s8", "nchw", dict(scales="per_c", scale_mask=2)),
+    # >= 2 MiB destinations of columns a tile row apart, streamed (odd pixels: a tail tile)
+    ((3, 37, 167, 169), "f32", "nchw", "s8", "nChw16c", dict(scales="per_c", scale_mask=2)),
+    ((3, 19, 167, 169), "f32", "nchw", "bf16", "nChw8c", {}),
+    ((3, 37, 127, 129), "u8", "nchw", "s8", "aBcd48b", dict(src_zero_point=3)),  # 3 tiles
 ]
 
 # (dims, tag, dtype, axis, group)

@@ -281,6 +281,13 @@ def test_tile_streams_only_past_sixteen_runs():
     assert streams((8, 256, 28, 28), "nchw", "nChw16c") == [("tile", 0)]  # of 6.4 MB
     assert streams((256, 256, 3, 3), "oihw", "OIhw16i16o") == [("tile", 0)]
     assert streams(big, "nChw16c", "nchw", ("f32", "bf16")) == [("tile", 1)]
+    # columns shorter than a line, one after the other: the single tiles along A (16 rows of
+    # 16 s8 or 8 bf16 columns; 48 rows: three tiles) fill whole lines, unless a column's rows
+    # are not a multiple of a tile's (12 of 8 bf16)
+    assert streams(big, "nchw", "nChw16c", ("f32", "s8")) == [("tile", 1)]
+    assert streams(big, "nchw", "nChw8c", ("f32", "bf16")) == [("tile", 1)]
+    assert streams((32, 48, 56, 56), "nchw", "aBcd48b", ("f32", "s8")) == [("tile", 1)]
+    assert streams((32, 48, 56, 56), "nchw", "aBcd12b", ("f32", "bf16")) == [("tile", 0)]
     assert streams((2, 64, 56, 56), "nchw", "nhwc") == [("tile", 0)]
 
 
