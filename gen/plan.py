@@ -229,14 +229,14 @@ def _tile_prefetch(rows, moved) -> bool:
 
 def _tile_whole_lines(spec, b_tab, rows, b, even) -> bool:
     """Whether a tile's stores fill whole destination lines, so that it may stream: every
-    column starts a line (a call stores a line per column), or B's columns of `rows` elements
-    follow each other from a line, their rows a multiple of the tile's W (single tiles, one
-    after the other along A, fill a W-column block of lines: nchw -> nChw16c into s8,
-    16-byte columns, f32 -> s8 of 8x64x128x128 1.3-1.4x faster streaming at 1 and 2
-    threads, Zen5, specialised)."""
+    column starts a line (a call stores a line per column), or B's columns of `rows` elements,
+    less than a line, follow each other from a line, their rows a multiple of the tile's W
+    (single tiles, one after the other along A, fill a W-column block of lines: nchw ->
+    nChw16c into s8, 16-byte columns, f32 -> s8 of 8x64x128x128 1.3-1.4x faster streaming at
+    1 and 2 threads, Zen5, specialised)."""
     W = spec.tile
-    packed = (even and b.dst == rows and rows % W == 0 and W * rows * spec.esize % LINE == 0
-              and b.n >= W and b_tab[0] % LINE == 0)
+    packed = (even and b.dst == rows and rows < spec.tile_a and rows % W == 0
+              and W * rows * spec.esize % LINE == 0 and b.n >= W and b_tab[0] % LINE == 0)
     return packed or not (b_tab % LINE).any()
 
 
