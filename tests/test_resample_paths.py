@@ -114,6 +114,20 @@ def test_direct_items_take_outer_positions_of_equal_runs(dims, fmt, group, monke
     rs._plan_of.cache_clear()
 
 
+def test_bad_cache_size_is_named(cache_size, monkeypatch):
+    """A GEN_LLC_BYTES that is not a number of bytes is the gen.Error that names it, from a
+    resampling as from a reorder (not a resampling "too large to plan")."""
+    monkeypatch.setattr(plan, "STREAM_BYTES", 0)  # so that the plans ask for the size
+    cache_size("32M")
+    x = np.zeros((1, 16, 5, 7), np.float32)
+    for call in (lambda: gen.resample(x, alg="linear", out_spatial=(9, 11)),
+                 lambda: gen.Reorder(gen.MemoryDesc(x.shape, "f32", "nchw"),
+                                     gen.MemoryDesc(x.shape, "f32", "nhwc"))):
+        with pytest.raises(gen.Error, match="GEN_LLC_BYTES must be a number of bytes") as e:
+            call()
+        assert "too large" not in str(e.value)
+
+
 def test_more_threads_stream_only_past_the_cache(cache_size, monkeypatch):
     """f32 streams at one thread from plan.streams' size (as a copy of its destination), at
     any thread count only when the call's bytes (source and destination) reach llc_bytes(),

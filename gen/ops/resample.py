@@ -422,6 +422,8 @@ def _plan_of(key: _Key, dst_nbytes) -> _Plan:
     when its per-axis tables cannot be held in memory."""
     try:
         return _Plan(key, dst_nbytes)
+    except Error:  # a bad setting (GEN_LLC_BYTES), already named
+        raise
     except (MemoryError, ValueError) as e:
         raise Error(f"resampling {key.dims_in} -> {key.dims_out} is too large to plan: "
                     f"{e}") from None
