@@ -78,7 +78,10 @@ LARGE_REORDERS = [
     ((3, 37, 67, 69), "nchw", "nChw8c", np.float64),
     ((5, 3, 171, 173), "nchw", "nChw8c", np.float32),  # interleave, 4 MiB and more
     ((3, 37, 67, 69), "nhwc", "nChw16c", np.float16),
-    ((1001, 1037), "ab", "ba", np.float32),
+    ((1001, 1037), "ab", "ba", np.float32),  # columns of 4004 bytes: streamed through a stage
+    ((2001, 1237), "ab", "ba", np.uint8),
+    ((1201, 1037), "ab", "ba", np.float16),
+    ((601, 517), "ab", "ba", np.float64),
     ((7, 37, 97, 131), "abcd", "bacd", np.uint8),    # run kind: odd runs of 12707 bytes
     ((5000, 101), "ab", "aB128b", np.float32),       # and runs of 404 bytes, 108 of padding
 ]
@@ -111,6 +114,7 @@ CONVERSIONS = [
     ((3, 37, 167, 169), "f32", "nchw", "s8", "nChw16c", dict(scales="per_c", scale_mask=2)),
     ((3, 19, 167, 169), "f32", "nchw", "bf16", "nChw8c", {}),
     ((3, 37, 127, 129), "u8", "nchw", "s8", "aBcd48b", dict(src_zero_point=3)),  # 3 tiles
+    ((1001, 611), "s8", "ab", "f32", "ba", dict(scales=[0.5])),  # staged columns of 4004 bytes
 ]
 
 # (dims, tag, dtype, axis, group)

@@ -349,6 +349,45 @@ def test_tile_steps_evenly_spaced_rows_and_columns_without_tables():
     assert plan._tile_even([0, 64, 200], [0, 8, 16], 64, 8, plan.Conversion("f32", "s8", False))
 
 
+def test_tile_stages_columns_that_start_anywhere_in_a_line(monkeypatch):
+    """A streaming tile whose destination columns start anywhere in a line (4004 bytes
+    apart) streams through a stage (plan._tile_staged) when an item's columns have all its
+    rows and the destination is half the bytes or more: not columns that start lines, nor a
+    conversion into a quarter of the bytes. The results are the reference's, from 1, 2 and 3
+    threads (items carry their last partial lines to the next; threads flush theirs), for
+    every element size, a conversion, destination padding (1001 rows in blocks of 1004) and
+    a last tile that overlaps the one before (203 or 1037 columns)."""
+    def staged(dims, src, dst, dtypes=("f32", "f32")):
+        return [(f["stream"] > 0, f["staged"]) for spec, f in bound(dims, src, dst, dtypes)
+                if spec.kind == "tile"]
+    assert staged((1001, 1037), "ab", "ba") == [(True, 1)]
+    assert staged((1024, 1037), "ab", "ba") == [(True, 0)]  # columns start lines
+    assert staged((1001, 1037), "ab", "ba", ("s8", "f32")) == [(True, 1)]
+    assert staged((1001, 1037), "ab", "ba", ("f32", "s8")) == [(False, 0)]
+    monkeypatch.setattr(plan, "STREAM_BYTES", 0)  # small calls stream too
+    monkeypatch.setattr(plan, "cached", plan.cached.__wrapped__)
+    rng = np.random.default_rng(11)
+    cases = [((1001, 203), "ab", "ba", dt, dt, {}) for dt in ("u8", "f16", "f32", "f64")]
+    cases += [((1001, 203), "ab", "ba", "s8", "f32", dict(scales=[0.5])),
+              ((3, 1001, 37), "abc", "acB1004b", "f32", "f32", {}),
+              ((2, 517, 1037), "abc", "acb", "bf16", "bf16", {})]
+    for dims, st, dt, sdt, ddt, attrs in cases:
+        x = rng.integers(0, 100, dims).astype(np.float32)  # exact in every type
+        src = (gen.Memory.from_array(x.astype(np.float64), st) if sdt == "f64"  # no conversion
+               else gen.Memory.from_array(x, st, dtype=sdt))
+        prim = gen.Reorder(src.desc, gen.MemoryDesc(dims, ddt, dt), **attrs)
+        assert [f["staged"] for spec, f in prim._plan.bound] == [1], (dims, dt, sdt)
+        want = x * np.float32(0.5) if attrs else x
+        for threads in (1, 2, 3):
+            out = gen.Memory(prim.dst_desc)
+            prim(src, out, threads=threads)
+            got = out.to_array().astype(np.float32)
+            assert np.array_equal(got, want), (dims, dt, sdt, threads)
+            if dt == "acB1004b":  # the padding rows are zeros
+                raw = np.frombuffer(out.data, np.float32).reshape(3, 37, 1004)
+                assert not raw[:, :, 1001:].any()
+
+
 def test_tiles_prefetch_rows_apart_in_calls_past_the_cache(cache_size):
     """A tile prefetches its next work item's source rows when the call's bytes read and
     written are half llc_bytes() or more and its rows are a cache line or more apart: nchw
