@@ -235,8 +235,8 @@ def _tile_whole_lines(spec, b_tab, rows, b, even) -> bool:
     column starts a line (a call stores a line per column), or B's columns of `rows` elements,
     less than a line, follow each other from a line, their rows a multiple of the tile's W
     (single tiles, one after the other along A, fill a W-column block of lines: nchw ->
-    nChw16c into s8, 16-byte columns, f32 -> s8 of 8x64x128x128 1.3-1.4x faster streaming at
-    1 and 2 threads, Zen5, specialised)."""
+    nChw16c into s8, 16-byte columns: f32 -> s8 of 8x64x128x128 1.2-1.3x faster streaming at
+    1 thread, 1.15-1.4x at 2, Zen5, specialised)."""
     W = spec.tile
     packed = (even and b.dst == rows and rows < spec.tile_a and rows % W == 0
               and W * rows * spec.esize % LINE == 0 and b.n >= W and b_tab[0] % LINE == 0)
