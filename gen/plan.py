@@ -65,6 +65,12 @@ def llc_bytes() -> int:
     return int(size.rstrip("KMG")) * unit
 
 
+def _moved(dst_nbytes: int, traffic: "int | None") -> int:
+    """A call's bytes read and written: `traffic`, or unless given twice the destination, as a
+    copy."""
+    return 2 * dst_nbytes if traffic is None else traffic
+
+
 def streams(dst_nbytes: int, floor: int = None, traffic: int = None) -> bool:
     """Whether a destination of dst_nbytes is written with streaming stores: at least `floor`
     (STREAM_BYTES unless given), and not when the call's traffic (bytes read and written;
@@ -75,7 +81,7 @@ def streams(dst_nbytes: int, floor: int = None, traffic: int = None) -> bool:
     25.7 MB from 6.4 MB 1.3-2x faster streaming at 1 thread (so it counts as a copy of its
     destination; at 2 threads plain stores won by 20 %)."""
     floor = STREAM_BYTES if floor is None else floor
-    moved = 2 * dst_nbytes if traffic is None else traffic
+    moved = _moved(dst_nbytes, traffic)
     return dst_nbytes >= floor and moved >= llc_bytes()
 
 
@@ -90,7 +96,7 @@ def stream_threads(dst_nbytes: int, floor: int = None, traffic: int = None) -> i
     10-30 %); at 1 thread streaming was as fast or faster."""
     if not streams(dst_nbytes, floor, traffic):
         return 0
-    moved = 2 * dst_nbytes if traffic is None else traffic
+    moved = _moved(dst_nbytes, traffic)
     if 4 * dst_nbytes >= 3 * moved and 2 * moved < 3 * llc_bytes():
         return 1
     return ANY_THREADS
@@ -115,6 +121,7 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
     `traffic`: the bytes a call reads and writes (see streams)."""
     esize = problem.esize  # dst's element size
     src_esize = TABLE[convert.src].size if convert else esize
+    moved = _moved(dst_nbytes, traffic)
     guess = streams(dst_nbytes, traffic=traffic)
     if choice is None:
         stream = stream_threads(dst_nbytes, traffic=traffic)
@@ -141,11 +148,10 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
                       "b_tab": nest_offsets(b, "dst") * esize}
             a, b = _linear(a), _linear(b)
             lines = _tile_lines(spec, rows, b.n, src_esize, convert)
-            prefetch = _tile_prefetch(rows, 2 * dst_nbytes if traffic is None else traffic)
+            prefetch = _tile_prefetch(rows, moved)
             even = _tile_even(rows, tables["b_tab"], a.src * src_esize, b.dst * esize, convert)
             whole = _tile_whole_lines(spec, tables["b_tab"], a.n + piece.pad, b, even)
-            staged = not whole and _tile_staged(spec, a.n + piece.pad, lines, dst_nbytes,
-                                                traffic)
+            staged = not whole and _tile_staged(spec, a.n + piece.pad, lines, dst_nbytes, moved)
             piece_stream = stream if (whole or staged) and (
                 choice is not None or convert is not None
                 or _tile_streams(spec, tables["b_tab"], a.n + piece.pad, lines, dst_nbytes)) else 0
@@ -243,16 +249,15 @@ def _tile_whole_lines(spec, b_tab, rows, b, even) -> bool:
     return packed or not (b_tab % LINE).any()
 
 
-def _tile_staged(spec, rows, lines, dst_nbytes, traffic) -> bool:
+def _tile_staged(spec, rows, lines, dst_nbytes, moved) -> bool:
     """Whether a tile whose columns start anywhere in a line streams through a stage (the
     template's _stage_out: each line written once, whole, from the stage; the rows that end
     an item's columns carried to the next item, which goes along A): when a work item's
     columns have all their lines of rows (rows, destination padding included), and the
-    destination is half the call's bytes or more. Measured on Zen5 in alternating processes,
-    specialised, 1 / 2 threads: rand05 (f32, columns of 16380 bytes) 1.5-1.75 / 1.3x, rand06
-    (s8 -> f32, 8116 bytes) 1.7 / 1.75x faster than plain stores; rand14 (f32 -> s8, into a
-    fifth of the bytes) 0.75-0.8 / 1.0x, rand18 (the same share) 1.05 / 1.1-1.15x."""
-    moved = 2 * dst_nbytes if traffic is None else traffic
+    destination is half the call's bytes (`moved`) or more. Measured on Zen5 in alternating
+    processes, specialised, 1 / 2 threads: rand05 (f32, columns of 16380 bytes) 1.5-1.75 /
+    1.3x, rand06 (s8 -> f32, 8116 bytes) 1.7 / 1.75x faster than plain stores; rand14 (f32 ->
+    s8, into a fifth of the bytes) 0.75-0.8 / 1.0x, rand18 (the same share) 1.05 / 1.1-1.15x."""
     return rows >= lines * spec.tile_a and 2 * dst_nbytes >= moved
 
 
