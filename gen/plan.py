@@ -231,7 +231,9 @@ def _tile_prefetch(rows, moved) -> bool:
     thread; smaller calls 0.9x at 2 threads (nchw -> nhwc 8x256x28x28, 12.8 MB) down to
     0.63x (oihw -> OIhw16i16o, 2.4 MB). Rows closer together read one region the hardware
     prefetcher follows: rand03's, 16 bytes apart, 0.91x (rand02's and rand04's 1.04-1.13x,
-    left without too)."""
+    left without too). A converting tile prefetches a row of the next item as it converts
+    one of its own, not all at the item's start: rand10 1.3x, rand18 1.6x, rand19 1.3x,
+    f32 -> s8 nchw -> nChw16c 2x faster at 1 thread."""
     step = np.abs(np.diff(rows)).min() if len(rows) > 1 else 0
     return 2 * moved >= llc_bytes() and step >= LINE
 

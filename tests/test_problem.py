@@ -134,6 +134,33 @@ def test_tile_takes_nests_of_nodes():
     assert a == nodes((4, 2880, 1), (160, 18, 4)) and b == nodes((18, 1, 456320))
 
 
+def test_converting_tile_rows_take_the_nodes_that_continue_them(cache_size):
+    """A conversion's B takes the nodes that continue its rows in src up to
+    registry.B_CVT_ELEMS elements (bdac -> aBcd4b: 167 c, then the 6 a that follow them, 1002
+    elements), a move's stops at B_ELEMS (167); past the cache, its items prefetch the next
+    item's rows as they convert theirs. The results are the reference's, from 1, 2 and 3
+    threads."""
+    from gen import registry
+    rows = nodes((6, 167, 1267864), (12, 585168, 97528), (167, 1, 584), (146, 1002, 4),
+                 (4, 146292, 1))
+    _, a, b, _ = registry.choose(rows, False, 1, convert=("f32", "u8"))
+    assert a == nodes((4, 146292, 1), (146, 1002, 4))
+    assert b == nodes((167, 1, 584), (6, 167, 1267864))
+    _, _, b, _ = registry.choose(rows, False, 4)
+    assert b == nodes((167, 1, 584))
+    dims = (6, 12, 167, 23)
+    x = np.random.default_rng(5).integers(0, 100, dims).astype(np.float32)
+    src = gen.Memory.from_array(x, "bdac")
+    cache_size(1)  # a call past the cache: prefetching
+    prim = gen.Reorder(src.desc, gen.MemoryDesc(dims, "u8", "aBcd4b"), scales=[0.5])
+    assert [(f["b_n"], f["prefetch"]) for spec, f in prim._plan.bound
+            if spec.kind == "tile"] == [(1002, 1)]
+    for threads in (1, 2, 3):
+        out = gen.Memory(prim.dst_desc)
+        prim(src, out, threads=threads)
+        assert np.array_equal(out.to_array(), np.rint(x * np.float32(0.5))), threads
+
+
 def test_tile_splits_a_long_innermost_node_only_without_padding():
     """A tile's row table holds at most TILE_ROWS rows: a longer innermost node becomes two
     (its power-of-two part as A), unless padding follows each run of A (written after A,
