@@ -69,10 +69,10 @@ def kernels(op=None):
     return out
 
 
-# Elements of src-contiguous B the tile aims for (its converting lines get long enough):
-# moving bytes, and converting, where nodes that continue B's rows in src make them longer
-# lines to read (rand18's 167 elements joined by a node of 6: 1.15x faster at 1 thread; a
-# move's longer B, oihw -> OIhw16i16o's, measured 1.4x slower).
+# Elements of src-contiguous B the tile aims for: moving bytes (B_ELEMS; a longer B, oihw ->
+# OIhw16i16o's 2304, measured 1.4x slower), and converting (B_CVT_ELEMS), whose longer
+# converted lines read better (rand18's rows of 167 elements joined by the node of 6 that
+# continues them: 1.15x faster at 1 thread).
 B_ELEMS = 64
 B_CVT_ELEMS = 512
 # Rows of A a tile's offset table may hold (8 MB).
