@@ -75,10 +75,14 @@ def _tile_context(spec):
             "even_networks": even, "store_rows": rows, "narrow": narrow}
 
 
-def render_kernel(spec, linkage: str = "") -> str:
-    """One kernel's C; `linkage` "static " keeps an exported file's kernels private."""
+def render_kernel(spec, linkage: str = "", spread: bool = False) -> str:
+    """One kernel's C; `linkage` "static " keeps an exported file's kernels private. `spread`:
+    a tile that moves bytes spreads its prefetches where a piece asks (prefetch 2), as only
+    a specialised module renders it (the larger kernel changed the compiler's inlining of
+    every other problem's micro kernels: rand08 1.25x slower)."""
     ctx = dict(CHUNKS, spec=spec, isa=TIERS[spec.isa], vector=spec.vector,
-               dt=TABLE[spec.src] if spec.src else None, linkage=linkage, line=LINE)
+               dt=TABLE[spec.src] if spec.src else None, linkage=linkage, line=LINE,
+               spread=spread)
     if spec.kind == "tile":
         ctx.update(_tile_context(spec))
     if spec.kind == "interleave":

@@ -176,7 +176,8 @@ def source(pieces, resample, cflags) -> str:
         common=codegen.render_common(isa),
         convert=codegen.render_convert(isa, sorted({(s.src, s.dst) for s, _ in pieces
                                                     if s.cvt})),
-        kernels="\n".join(codegen.render_kernel(s, LINKAGE)
+        kernels="\n".join(codegen.render_kernel(s, LINKAGE, spread=any(
+                              f.get("prefetch") == 2 for t, f in pieces if t.name == s.name))
                           for s in {s.name: s for s in specs}.values()),
         arrays=arrays, pieces=inits, resample=init, calls=[spec.name for spec, _ in pieces],
         resample_kernel=resample[0].name if resample else "")

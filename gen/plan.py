@@ -39,6 +39,8 @@ INTERLEAVE_STREAM_BYTES = 4 << 20
 # A tile work item with the most destination lines reads a source block of at most this many
 # bytes (about an L1 data cache) when its rows follow each other: see _tile_lines.
 TILE_BLOCK = 48 << 10
+# Rows of a tile's work item from which a move spreads its prefetches (_tile_prefetch).
+TILE_SPREAD = 32
 
 
 @functools.lru_cache(maxsize=None)
@@ -148,7 +150,7 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
                       "b_tab": nest_offsets(b, "dst") * esize}
             a, b = _linear(a), _linear(b)
             lines = _tile_lines(spec, rows, b.n, src_esize, convert)
-            prefetch = _tile_prefetch(rows, moved)
+            prefetch = _tile_prefetch(spec, rows, moved, lines, a.n + piece.pad, b.n, convert)
             even = _tile_even(rows, tables["b_tab"], a.src * src_esize, b.dst * esize, convert)
             whole = _tile_whole_lines(spec, tables["b_tab"], a.n + piece.pad, b, even)
             staged = not whole and _tile_staged(spec, a.n + piece.pad, lines, dst_nbytes, moved)
@@ -222,20 +224,28 @@ def _tile_lines(spec, rows, bn, src_esize, convert) -> int:
     return most if contiguous and small and convert is None else min(2, most)
 
 
-def _tile_prefetch(rows, moved) -> bool:
-    """Whether a tile prefetches the source rows of its next work item: in a call that moves
-    (`moved`: bytes read and written) half of llc_bytes() or more, when its rows are a cache
-    line or more apart. In-process A/B on Zen5, specialised, 1 / 2 threads: rand14 (rows of
-    64 bytes) 1.37 / 1.1x, rand18 1.2 / 1.23x, rand06 1.21 / 1.54x, rand13 1.27 / 1.0x, nchw
-    -> nhwc 32x64x56x56 1.16 / 1.02x faster, and at 21 MB moved rand19 1.17-1.24x at 1
-    thread; smaller calls 0.9x at 2 threads (nchw -> nhwc 8x256x28x28, 12.8 MB) down to
-    0.63x (oihw -> OIhw16i16o, 2.4 MB). Rows closer together read one region the hardware
-    prefetcher follows: rand03's, 16 bytes apart, 0.91x (rand02's and rand04's 1.04-1.13x,
-    left without too). A converting tile prefetches a row of the next item as it converts
-    one of its own, not all at the item's start: rand10 1.3x, rand18 1.6x, rand19 1.3x,
-    f32 -> s8 nchw -> nChw16c 2x faster at 1 thread."""
+def _tile_prefetch(spec, rows, moved, lines, an, bn, convert) -> int:
+    """How a tile prefetches the source rows of its next work item: not at all (0) but in a
+    call that moves (`moved`: bytes read and written) half of llc_bytes() or more, when its
+    rows are a cache line or more apart. In-process A/B on Zen5, specialised, 1 / 2 threads:
+    rand14 (rows of 64 bytes) 1.37 / 1.1x, rand18 1.2 / 1.23x, rand06 1.21 / 1.54x, rand13
+    1.27 / 1.0x, nchw -> nhwc 32x64x56x56 1.16 / 1.02x faster, and at 21 MB moved rand19
+    1.17-1.24x at 1 thread; smaller calls 0.9x at 2 threads (nchw -> nhwc 8x256x28x28, 12.8
+    MB) down to 0.63x (oihw -> OIhw16i16o, 2.4 MB). Rows closer together read one region the
+    hardware prefetcher follows: rand03's, 16 bytes apart, 0.91x (rand02's and rand04's
+    1.04-1.13x, left without too). A converting tile prefetches a row of the next item as it
+    converts one of its own, not all at the item's start: rand10 1.3x, rand18 1.6x, rand19
+    1.3x, f32 -> s8 nchw -> nChw16c 2x faster at 1 thread. A tile that moves bytes does so at
+    the item's start (1), or, specialised, spread over its column tiles (2) where an item has
+    TILE_SPREAD rows or more (and a call of the micro kernel's) and 4 tiles or more: nhwc ->
+    nchw 32x64x56x56 1.5x, rand05 1.3x, nchw -> nhwc 1.2x faster at 1 thread; rand08's items
+    of 16 rows were 1.25x slower spread."""
     step = np.abs(np.diff(rows)).min() if len(rows) > 1 else 0
-    return 2 * moved >= llc_bytes() and step >= LINE
+    if 2 * moved < llc_bytes() or step < LINE:
+        return 0
+    tiles = -(-min(bn, codegen.CHUNKS["tile_chunk"]) // spec.tile)
+    spread = min(lines * spec.tile_a, an) >= max(spec.tile_a, TILE_SPREAD) and tiles >= 4
+    return 2 if convert is None and spread else 1
 
 
 def _tile_whole_lines(spec, b_tab, rows, b, even) -> bool:

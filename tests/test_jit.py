@@ -200,6 +200,27 @@ def test_specialised_equals_generic_and_reference(tmp_path, tier):
     assert sorted(os.listdir(cache)) == modules(cache) and len(modules(cache)) == len(built)
 
 
+def test_specialised_tiles_spread_their_prefetches(tmp_path, cache_size):
+    """Past the cache (GEN_LLC_BYTES=1; 2.5 MB, so that it streams), a tile that moves bytes
+    in items of 32 rows or more and 4 column tiles or more prefetches the next item's rows
+    spread over its column tiles in a specialised module (plan prefetch 2; the generic
+    kernels fetch them at once): plain stores (nchw -> nhwc) and through the stage (nhwc ->
+    nchw, columns that start anywhere in a line) give the generic kernels' bytes and the
+    reference's values."""
+    cases = [("reorder_tile_e4", {"dims": [4, 48, 61, 53], "src": ["f32", layouts[0]],
+                                  "dst": ["f32", layouts[1]]})
+             for layouts in (("nchw", "nhwc"), ("nhwc", "nchw"))]
+    cache_size(1)
+    for _, case in cases:
+        dims = tuple(case["dims"])
+        prim = gen.Reorder(gen.MemoryDesc(dims, "f32", case["src"][1]),
+                           gen.MemoryDesc(dims, "f32", case["dst"][1]))
+        assert [f["prefetch"] for _, f in prim._plan.bound] == [2], case
+    assert [f["staged"] for _, f in prim._plan.bound] == [1]
+    p = run_py(child(cases), tmp_path, **jit_env(tmp_path / "cache", GEN_LLC_BYTES="1"))
+    assert all(k.startswith("jit:reorder_tile_e4") for k in json.loads(p.stdout)), p.stdout
+
+
 def test_off_builds_nothing(tmp_path):
     code = """
     import numpy as np, gen

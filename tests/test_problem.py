@@ -419,13 +419,18 @@ def test_tiles_prefetch_rows_apart_in_calls_past_the_cache(cache_size):
     """A tile prefetches its next work item's source rows when the call's bytes read and
     written are half llc_bytes() or more and its rows are a cache line or more apart: nchw
     -> nhwc of 2 x 25.7 MB (rows 12.5 KB apart) and nChw16c -> nchw (rows of 64 bytes) do,
-    of 2 x 6.4 MB do not; s8 rows 16 bytes apart (ABcd16a16b -> ABcd16b16a) do not."""
+    of 2 x 6.4 MB do not; s8 rows 16 bytes apart (ABcd16a16b -> ABcd16b16a) do not. A move
+    spreads them over the item's column tiles (2) where it has 32 rows and 4 tiles or more
+    (nchw -> nhwc: 32 rows of 64 tiles), not 2 tiles of 16 columns (nChw16c -> nchw), nor
+    items of 16 rows (nchw -> nChw16c); a conversion fetches them as it converts (1)."""
     def prefetch(dims, src, dst, dtypes=("f32", "f32")):
         return [f["prefetch"] for spec, f in bound(dims, src, dst, dtypes) if spec.kind == "tile"]
     cache_size(32 << 20)
-    assert prefetch((32, 64, 56, 56), "nchw", "nhwc") == [1]
+    assert prefetch((32, 64, 56, 56), "nchw", "nhwc") == [2]
     assert prefetch((8, 256, 28, 28), "nchw", "nhwc") == [0]
     assert prefetch((32, 64, 56, 56), "nChw16c", "nchw") == [1]
+    assert prefetch((32, 64, 56, 56), "nchw", "nChw16c") == [1]
+    assert prefetch((32, 64, 56, 56), "nchw", "nhwc", ("f32", "bf16")) == [1]
     assert prefetch((2336, 11, 36, 12), "ABcd16a16b", "ABcd16b16a", ("s8", "f32")) == [0]
 
 
