@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -279,3 +280,42 @@ def test_padding_taps_windowed_and_zeroed(tier):
         want[:, :, rows, rr.nearest_indices(dims[3], sp[1])[None, :]] = dy
         y = np.frombuffer(bytes.fromhex(raw), np.float32).reshape(dims)
         assert np.array_equal(y, want, equal_nan=True), tier
+
+
+# Nearest forward into a destination that streams (every size, every thread count here): runs
+# of whole cache lines (64 f32 or 32 bf16 channels, nChw16c's blocks) stream, the others (20
+# channels, NCHW rows) do not; over garbage, at 1 and 2 threads, every tier: the source's bytes
+NEAREST = [((2, 64, 5, 7), (11, 13), "nhwc", "f32"), ((2, 32, 5, 7), (9, 4), "nhwc", "bf16"),
+           ((2, 20, 5, 7), (11, 13), "nhwc", "f32"), ((1, 32, 6, 5), (13, 9), "nChw16c", "f32"),
+           ((2, 3, 6, 40), (13, 80), "nchw", "f32")]
+NEAREST_SCRIPT = r"""
+import json, sys, numpy as np, gen
+from gen import plan
+plan.STREAM_BYTES = 0
+plan.llc_bytes = lambda: 0  # no call fits the cache: every destination streams at any count
+out = []
+for dims, sp, fmt, dt in json.loads(sys.argv[1]):
+    x = np.random.default_rng(dims[1]).standard_normal(dims).astype(np.float32)
+    src = gen.Memory.from_array(x, format=fmt, dtype=dt)
+    prim = gen.Resample(src.desc, gen.MemoryDesc(dims[:2] + sp, dt, fmt), alg="nearest")
+    for threads in (1, 2):
+        y = gen.Memory(prim.dst_desc)
+        y.data[:] = 0x7f
+        prim(src, y, threads=threads)
+        out.append([prim._plan.tables.fields["stream"], y.to_array().astype(np.float32).tolist()])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("tier", registry.supported())
+def test_nearest_streams_the_sources_bytes(tier):
+    got = json.loads(subprocess.run(
+        [sys.executable, "-c", NEAREST_SCRIPT, json.dumps(NEAREST)], capture_output=True,
+        env=dict(os.environ, GEN_ISA=tier), text=True, check=True).stdout)
+    for k, (dims, sp, fmt, dt) in enumerate(NEAREST):
+        x = np.random.default_rng(dims[1]).standard_normal(dims).astype(np.float32)
+        want = rr.nearest_gather(x.astype(ml_dtypes.bfloat16 if dt == "bf16" else x.dtype),
+                                 tuple(sp))
+        for stream, y in got[2 * k:2 * k + 2]:
+            assert stream == plan.ANY_THREADS, (tier, fmt, dt)
+            assert np.array_equal(np.array(y, np.float32), want.astype(np.float32)), (tier, fmt, dt)

@@ -178,15 +178,15 @@ class _Plan:
                                                           np.arange(axes[2].out) * esize)
         rows = rows and (not nearest or np.abs(src_off).max(initial=0) < 2**31)
         tb.scalar("rows", rows)
-        # the most threads that stream (f32 only): plan.stream_threads of the call's bytes,
-        # source and destination, and at least 1 thread from plan.streams' size, which counts
-        # a resampling as a copy of its destination. Where the call fits the last-level cache
+        # the most threads that stream (nearest forward, else f32 only): plan.stream_threads
+        # of the call's bytes, source and destination, and at least 1 thread from
+        # plan.streams' size, which counts a resampling as a copy of its destination. Where the call fits the last-level cache
         # (or expands, below 1.5x), more threads' plain stores keep the destination there,
         # faster than streaming at the memory's rate (Zen5, 2 threads, 2x up: 25.7 MB from 6.4
         # nChw16c 15-30 % faster, NCHW and NHWC 10-15 %; 33.5 MB from 4.2, NCDHW and NDHWC,
         # the same; oneDNN v3.13 switches alike on this machine)
         stream = 0
-        if dtypes.name(key.dtype) == "f32":
+        if nearest or dtypes.name(key.dtype) == "f32":
             traffic = (math.prod(key.dims_in) + math.prod(key.dims_out)) * esize
             stream = (plan.stream_threads(dst_nbytes, traffic=traffic)
                       or int(plan.streams(dst_nbytes)))
