@@ -35,6 +35,13 @@ CASES = [((2, 19, 7, 9), (14, 18), "nhwc"), ((1, 40, 9, 8), (5, 13), "nhwc"),
          ((1, 40, 4, 5), (7, 9), "nChw16c")]
 
 
+def on_tier(tier, script, cases):
+    """What `script` prints (JSON) given `cases` (JSON) in a process on `tier` (GEN_ISA)."""
+    return json.loads(subprocess.run([sys.executable, "-c", script, json.dumps(cases)],
+                                     env=dict(os.environ, GEN_ISA=tier), capture_output=True,
+                                     text=True, check=True).stdout)
+
+
 def plan_field(src, out_spatial, fmt, name, dtype="f32"):
     """A field of the forward plan of this problem."""
     sd = gen.MemoryDesc(src.shape, dtype, fmt)
@@ -190,10 +197,7 @@ print(json.dumps(out))
 
 def test_vector_tiers_give_the_same_bits():
     """Every vector tier this machine runs (on one with a single tier: its 1 and 2 threads)."""
-    runs = [json.loads(subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(PLAIN)],
-                                      env=dict(os.environ, GEN_ISA=tier), capture_output=True,
-                                      text=True, check=True).stdout)
-            for tier in registry.supported() if tier != "scalar"]
+    runs = [on_tier(tier, SCRIPT, PLAIN) for tier in registry.supported() if tier != "scalar"]
     assert runs and all(run == runs[0] for run in runs)
     assert all(one == two for one, two in zip(runs[0][::2], runs[0][1::2]))
 
@@ -226,9 +230,7 @@ print(json.dumps(out))
 
 @pytest.mark.parametrize("tier", registry.supported())
 def test_grouped_items_on_every_tier(tier):
-    got = json.loads(subprocess.run(
-        [sys.executable, "-c", GROUPED_SCRIPT, json.dumps(GROUPED)], capture_output=True,
-        env=dict(os.environ, GEN_ISA=tier), text=True, check=True).stdout)
+    got = on_tier(tier, GROUPED_SCRIPT, GROUPED)
     assert [g for g, _ in got] == [8, 8, 2, 8]
     for (dims, sp, fmt, backward), (_, y) in zip(GROUPED, got):
         small = dims[:2] + sp
@@ -264,9 +266,7 @@ MASKED = [((1, 3, 6, 400), (3, 200)), ((2, 2, 5, 240), (2, 80))]
 
 @pytest.mark.parametrize("tier", [t for t in registry.supported() if t != "scalar"])
 def test_padding_taps_windowed_and_zeroed(tier):
-    got = json.loads(subprocess.run(
-        [sys.executable, "-c", MASKED_SCRIPT, json.dumps(MASKED)], capture_output=True,
-        env=dict(os.environ, GEN_ISA=tier), text=True, check=True).stdout)
+    got = on_tier(tier, MASKED_SCRIPT, MASKED)
     for (dims, sp), (wide, raw) in zip(MASKED, got):
         assert 3 in wide  # the tables are the tier's own: the avx2 kernel gathers these steps
         dy = np.random.default_rng(sp[-1]).standard_normal(tuple(dims[:2]) + tuple(sp))
@@ -309,9 +309,7 @@ print(json.dumps(out))
 
 @pytest.mark.parametrize("tier", registry.supported())
 def test_nearest_streams_the_sources_bytes(tier):
-    got = json.loads(subprocess.run(
-        [sys.executable, "-c", NEAREST_SCRIPT, json.dumps(NEAREST)], capture_output=True,
-        env=dict(os.environ, GEN_ISA=tier), text=True, check=True).stdout)
+    got = on_tier(tier, NEAREST_SCRIPT, NEAREST)
     for k, (dims, sp, fmt, dt) in enumerate(NEAREST):
         x = np.random.default_rng(dims[1]).standard_normal(dims).astype(np.float32)
         want = rr.nearest_gather(x.astype(ml_dtypes.bfloat16 if dt == "bf16" else x.dtype),
