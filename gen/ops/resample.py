@@ -180,11 +180,12 @@ class _Plan:
         tb.scalar("rows", rows)
         # the most threads that stream (nearest forward, else f32 only): plan.stream_threads
         # of the call's bytes, source and destination, and at least 1 thread from
-        # plan.streams' size, which counts a resampling as a copy of its destination. Where the call fits the last-level cache
-        # (or expands, below 1.5x), more threads' plain stores keep the destination there,
-        # faster than streaming at the memory's rate (Zen5, 2 threads, 2x up: 25.7 MB from 6.4
-        # nChw16c 15-30 % faster, NCHW and NHWC 10-15 %; 33.5 MB from 4.2, NCDHW and NDHWC,
-        # the same; oneDNN v3.13 switches alike on this machine)
+        # plan.streams' size, which counts a resampling as a copy of its destination. Where
+        # the call fits the last-level cache (or expands, below 1.5x), more threads' plain
+        # stores keep the destination there, faster than streaming at the memory's rate
+        # (Zen5, 2 threads, 2x up: 25.7 MB from 6.4 nChw16c 15-30 % faster, NCHW and NHWC
+        # 10-15 %; 33.5 MB from 4.2, NCDHW and NDHWC, the same; oneDNN v3.13 switches alike
+        # on this machine)
         stream = 0
         if nearest or dtypes.name(key.dtype) == "f32":
             traffic = (math.prod(key.dims_in) + math.prod(key.dims_out)) * esize
