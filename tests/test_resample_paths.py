@@ -205,9 +205,13 @@ def test_vector_tiers_give_the_same_bits():
 # Items of several outer positions (group > 1) on every tier, with the direct path taken where
 # the tier has it: nChw16c and nChw8c forward (groups of 8; runs of one vector on AVX-512 and
 # AVX2), NHWC 4x down forward (2 images), and backward lines that no diff_dst row reaches
-# (K = 0), written as zeros over a destination that holds garbage before the call
+# (K = 0), written as zeros over a destination that holds garbage before the call. Last axes
+# that expand hold their taps in registers, as many runs at a time as fit (AVX-512: 8 vectors,
+# AVX2: 4): 8 blocks of 16 (AVX2: 4 passes), NHWC and NWC runs of 32 channels of 3 images
+# (AVX-512: one pass of 6 vectors, AVX2: 3 of 4), 3 -> 5 (outputs that fall on a source)
 GROUPED = [((2, 64, 4, 6), (9, 11), "nChw16c", False), ((2, 64, 4, 6), (9, 11), "nChw8c", False),
-           ((2, 40, 12, 20), (3, 5), "nhwc", False), ((2, 64, 16, 10), (4, 7), "nChw16c", True)]
+           ((2, 40, 12, 20), (3, 5), "nhwc", False), ((2, 64, 16, 10), (4, 7), "nChw16c", True),
+           ((3, 32, 6, 3), (11, 5), "nhwc", False), ((3, 32, 7), (17,), "nwc", False)]
 GROUPED_SCRIPT = r"""
 import json, sys, numpy as np, gen
 from gen import plan
@@ -231,7 +235,7 @@ print(json.dumps(out))
 @pytest.mark.parametrize("tier", registry.supported())
 def test_grouped_items_on_every_tier(tier):
     got = on_tier(tier, GROUPED_SCRIPT, GROUPED)
-    assert [g for g, _ in got] == [8, 8, 2, 8]
+    assert [g for g, _ in got] == [8, 8, 2, 8, 3, 3]
     for (dims, sp, fmt, backward), (_, y) in zip(GROUPED, got):
         small = dims[:2] + sp
         x = (np.random.default_rng(dims[1]).standard_normal(small if backward else dims) * 4)
