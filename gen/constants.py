@@ -11,7 +11,8 @@ import numpy as np
 
 PIECE_FIELDS = ("src_off", "dst_off", "scl_off", "nouter", "n", "src_str", "dst_str", "scl_str",
                 "a_n", "a_src", "a_dst", "a_scl", "b_n", "b_src", "b_dst", "b_scl", "pad",
-                "stream", "lines", "prefetch", "even", "staged", "a_tab", "b_tab")
+                "stream", "lines", "prefetch", "even", "staged", "buffer", "a_tab",
+                "b_tab")
 
 
 def literal(ctype, value) -> str:

@@ -434,6 +434,39 @@ def test_tiles_prefetch_rows_apart_in_calls_past_the_cache(cache_size):
     assert prefetch((2336, 11, 36, 12), "ABcd16a16b", "ABcd16b16a", ("s8", "f32")) == [0]
 
 
+def test_converting_tiles_of_long_rows_take_a_heap_buffer(cache_size):
+    """A converting tile whose item has a line's rows at most (64 for s8), narrowing f32 to a
+    quarter, in a call that moves half of llc_bytes() or more, converts its rows into a buffer
+    of plan.TILE_HEAP_BUFFER bytes from the heap where the L1 one would hold less than whole
+    rows: nchw -> nChw16c of 16 rows of 16384, not rows of 1024 or fewer (1x64x32x32), not
+    f32 -> bf16, nor items of 128 rows (rand18's), nor a call in the cache. The results are
+    the same with either buffer, at any thread count."""
+    def buffer(dims, src, dst, dtypes=("f32", "s8")):
+        return [f["buffer"] for spec, f in bound(dims, src, dst, dtypes) if spec.kind == "tile"]
+    cache_size(32 << 20)
+    assert buffer((8, 64, 128, 128), "nchw", "nChw16c") == [plan.TILE_HEAP_BUFFER]
+    assert buffer((8, 64, 128, 128), "nchw", "nChw16c", ("f32", "u8")) == [plan.TILE_HEAP_BUFFER]
+    assert buffer((8, 64, 128, 128), "nchw", "nChw16c", ("f32", "bf16")) == [0]
+    assert buffer((8, 64, 128, 128), "nChw16c", "nchw", ("s8", "f32")) == [0]
+    assert buffer((6, 48, 167, 146), "bdac", "aBcd4b", ("f32", "u8")) == [0]
+    assert buffer((1, 64, 32, 32), "nchw", "nChw16c") == [0]
+    assert buffer((2, 64, 128, 128), "nchw", "nChw16c") == [0]  # 10.5 MB moved
+    dims = (3, 32, 37, 41)  # rows of 1517 elements: 16 of them fill 24 KB
+    x = np.random.default_rng(12).integers(-100, 100, dims).astype(np.float32)
+    want = np.clip(x * 2, -128, 127)  # exact products, saturated
+    results = set()
+    for llc in (1, 1 << 30):
+        cache_size(llc)
+        assert buffer(dims, "nchw", "nChw16c") == [plan.TILE_HEAP_BUFFER if llc == 1 else 0]
+        src = gen.Memory.from_array(x, "nchw")
+        for threads in (1, 2, 3):
+            out = gen.reorder(src, gen.MemoryDesc(dims, "s8", "nChw16c"), scales=[2.0],
+                              threads=threads)
+            assert np.array_equal(out.to_array().astype(np.float32), want), (llc, threads)
+            results.add(bytes(out.data))
+    assert len(results) == 1
+
+
 def test_calls_that_fit_in_the_cache_never_stream(cache_size):
     """With llc_bytes() set (GEN_LLC_BYTES; by default the L3 on AMD), a call whose bytes
     read and written fit in it writes with plain stores from every kind, and one past it
