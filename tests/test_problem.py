@@ -438,7 +438,7 @@ def test_converting_tiles_of_long_rows_take_a_heap_buffer(cache_size):
     """A converting tile whose item has a line's rows at most (64 for s8), narrowing f32 to a
     quarter, in a call that moves half of llc_bytes() or more, converts its rows into a buffer
     of plan.TILE_HEAP_BUFFER bytes from the heap where the L1 one would hold less than whole
-    rows: nchw -> nChw16c of 16 rows of 16384, not rows of 1024 or fewer (1x64x32x32), not
+    rows: nchw -> nChw16c of 16 rows of 16384, not rows of 1024 (256x64x32x32), not
     f32 -> bf16, nor items of 128 rows (rand18's), nor a call in the cache. The results are
     the same with either buffer, at any thread count."""
     def buffer(dims, src, dst, dtypes=("f32", "s8")):
@@ -449,7 +449,7 @@ def test_converting_tiles_of_long_rows_take_a_heap_buffer(cache_size):
     assert buffer((8, 64, 128, 128), "nchw", "nChw16c", ("f32", "bf16")) == [0]
     assert buffer((8, 64, 128, 128), "nChw16c", "nchw", ("s8", "f32")) == [0]
     assert buffer((6, 48, 167, 146), "bdac", "aBcd4b", ("f32", "u8")) == [0]
-    assert buffer((1, 64, 32, 32), "nchw", "nChw16c") == [0]
+    assert buffer((256, 64, 32, 32), "nchw", "nChw16c") == [0]  # 16 whole rows fill 16 KB
     assert buffer((2, 64, 128, 128), "nchw", "nChw16c") == [0]  # 10.5 MB moved
     dims = (3, 32, 37, 41)  # rows of 1517 elements: 16 of them fill 24 KB
     x = np.random.default_rng(12).integers(-100, 100, dims).astype(np.float32)
