@@ -219,12 +219,22 @@ def _tile_lines(spec, rows, bn, src_esize, convert) -> int:
     """Destination lines per row of a tile's work item: the most the kernel takes (4) when
     the item's source is one block (its rows follow each other) of at most TILE_BLOCK bytes,
     so that each destination row gets longer runs per visit (nChw16c->nchw 0.91 -> 0.95 of a
-    copy, nhwc->nchw with C = 64 0.84 -> 0.88); else 2 (larger blocks measured slower:
-    nhwc->nchw with C = 512 by 10 %, nchw->nhwc with 56x56 pixels by 30 %)."""
+    copy, nhwc->nchw with C = 64 0.84 -> 0.88; larger blocks measured slower: nhwc->nchw with
+    C = 512 by 10 %, nchw->nhwc with 56x56 pixels by 30 %). Else 1 where B is a tile wide or
+    more and the tile moves bytes or narrows them to a quarter (f32 -> s8, u8), else 2. Zen4,
+    alternating in one process, specialised, 1 / 2 threads, 1 line against 2: nchw->nhwc
+    32x64x56x56 1.4 / 1.14x faster, 8x256x28x28 1.27 / 1.09x, nhwc->nchw 8x256x28x28 (a 64 KB
+    block) 1.13 / 1.12x, rand13 the same; rand14 1.3 / 1.0-1.3x, rand10, rand15, rand18 and
+    rand19 the same within noise; but rand06 (s8 -> f32) 0.8 / 0.66x and rand02 (4 columns)
+    0.92x."""
     most = codegen.CHUNKS["tile_lines"]
     contiguous = _evenly(rows, bn * src_esize)
     small = most * spec.tile_a * bn * src_esize <= TILE_BLOCK
-    return most if contiguous and small and convert is None else min(2, most)
+    if convert is None and contiguous and small:
+        return most
+    # moving bytes, or narrowing them to a quarter
+    one = bn >= spec.tile and (convert is None or 4 * spec.esize <= src_esize)
+    return 1 if one else min(2, most)
 
 
 def _tile_prefetch(spec, rows, moved, lines, an, bn, convert) -> int:
@@ -241,8 +251,8 @@ def _tile_prefetch(spec, rows, moved, lines, an, bn, convert) -> int:
     1.3x, f32 -> s8 nchw -> nChw16c 2x faster at 1 thread. A tile that moves bytes does so at
     the item's start (1), or, specialised, spread over its column tiles (2) where an item has
     TILE_SPREAD rows or more (and a call of the micro kernel's) and 4 tiles or more: nhwc ->
-    nchw 32x64x56x56 1.5x, rand05 1.3x, nchw -> nhwc 1.2x faster at 1 thread; rand08's items
-    of 16 rows were 1.25x slower spread."""
+    nchw 32x64x56x56 1.5x, rand05 1.3x, nchw -> nhwc (in items of 2 lines) 1.2x faster at
+    1 thread; rand08's items of 16 rows were 1.25x slower spread."""
     step = np.abs(np.diff(rows)).min() if len(rows) > 1 else 0
     if 2 * moved < llc_bytes() or step < LINE:
         return 0

@@ -219,22 +219,24 @@ def tile_lines(dims, src, dst, src_strides=None):
 
 def test_tile_lines_follow_the_source_block(monkeypatch):
     """A tile's work item takes 4 destination lines per row when its source rows follow each
-    other in a block of at most TILE_BLOCK bytes (4 lines x 16 rows x B floats), else 2;
-    both give the bytes of a NumPy transpose."""
+    other in a block of at most TILE_BLOCK bytes (4 lines x 16 rows x B floats), else 1 (B is
+    a tile wide or more; a narrower B: 2); each gives the bytes of a NumPy transpose."""
     assert tile_lines((2, 32, 7, 9), "nChw16c", "nchw") == [4]
     assert tile_lines((2, 40, 7, 9), "nhwc", "nchw") == [4]
     assert plan.TILE_BLOCK == 4 * 16 * 192 * 4
     assert tile_lines((2, 192, 7, 9), "nhwc", "nchw") == [4]
-    assert tile_lines((2, 200, 7, 9), "nhwc", "nchw") == [2]  # the block is too large
-    assert tile_lines((2, 40, 30, 30), "nchw", "nhwc") == [2]
+    assert tile_lines((2, 200, 7, 9), "nhwc", "nchw") == [1]  # the block is too large
+    assert tile_lines((2, 40, 30, 30), "nchw", "nhwc") == [1]
     # a padded pitch (w rows of 9 in 16): the tile's source rows, channels, are 7 x 16 apart
-    assert tile_lines((2, 40, 7, 9), None, "nhwc", (40 * 7 * 16, 7 * 16, 16, 1)) == [2]
-    # 99 rows of A: two work items of 4 lines, four of 2
+    assert tile_lines((2, 40, 7, 9), None, "nhwc", (40 * 7 * 16, 7 * 16, 16, 1)) == [1]
+    # channels 16 apart, 5 pixels: B under a tile's width
+    assert tile_lines((2, 40, 1, 5), None, "nhwc", (40 * 16, 16, 16, 1)) == [2]
+    # 99 rows of A: two work items of 4 lines, four of 2, seven of 1
     x = np.random.default_rng(5).standard_normal((3, 40, 9, 11)).astype(np.float32)
     src = gen.MemoryDesc(x.shape, "f32", "nhwc")
     nhwc = gen.Memory(src, np.ascontiguousarray(x.transpose(0, 2, 3, 1)))
     monkeypatch.setattr(plan, "cached", plan.cached.__wrapped__)  # each primitive plans anew
-    for lines in (4, 2):
+    for lines in (4, 2, 1):
         monkeypatch.setattr(plan, "_tile_lines", lambda *args: lines)
         for threads in (1, 2):
             out = gen.Memory(gen.MemoryDesc(x.shape, "f32", "nchw"))
@@ -421,12 +423,14 @@ def test_tiles_prefetch_rows_apart_in_calls_past_the_cache(cache_size):
     -> nhwc of 2 x 25.7 MB (rows 12.5 KB apart) and nChw16c -> nchw (rows of 64 bytes) do,
     of 2 x 6.4 MB do not; s8 rows 16 bytes apart (ABcd16a16b -> ABcd16b16a) do not. A move
     spreads them over the item's column tiles (2) where it has 32 rows and 4 tiles or more
-    (nchw -> nhwc: 32 rows of 64 tiles), not 2 tiles of 16 columns (nChw16c -> nchw), nor
-    items of 16 rows (nchw -> nChw16c); a conversion fetches them as it converts (1)."""
+    (nhwc -> nchw: 64 rows of 4 tiles), not 2 tiles of 16 columns (nChw16c -> nchw), nor
+    items of 16 rows (nchw -> nChw16c, nchw -> nhwc); a conversion fetches them as it
+    converts (1)."""
     def prefetch(dims, src, dst, dtypes=("f32", "f32")):
         return [f["prefetch"] for spec, f in bound(dims, src, dst, dtypes) if spec.kind == "tile"]
     cache_size(32 << 20)
-    assert prefetch((32, 64, 56, 56), "nchw", "nhwc") == [2]
+    assert prefetch((32, 64, 56, 56), "nchw", "nhwc") == [1]
+    assert prefetch((32, 64, 56, 56), "nhwc", "nchw") == [2]
     assert prefetch((8, 256, 28, 28), "nchw", "nhwc") == [0]
     assert prefetch((32, 64, 56, 56), "nChw16c", "nchw") == [1]
     assert prefetch((32, 64, 56, 56), "nchw", "nChw16c") == [1]
