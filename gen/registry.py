@@ -137,7 +137,7 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
     def spec(kind, size=esize):
         return space.KernelSpec("reorder", kind, size, zero, tier, src, dst)
 
-    out, later = [], []
+    out = []
     groups = inner.n + pad
     if not (zero or convert) and inner.dst == 1 and groups in space.GROUPS:
         rows = [n for n in nodes[:-1] if n.src == 1 and n.dst == groups]
@@ -145,10 +145,13 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
             b = rows[-1]
             # before the tile where both apply: measured 1.5-2x faster (nchw -> nhwc with 8
             # channels; nchw -> nChw8c with 3 or nChw16c with 3, whose padding rows the tile
-            # transposes too), except 16 whole rows into a destination that streams (nchw ->
-            # nChw16c: 0.90 against 0.95 of a copy at DRAM sizes, the tile's 8 x 8 transposes
-            # have fewer stages; in cache, 8x256x28x28 on Zen4, the interleave is 15 % faster)
-            (later if groups == 16 and not pad and stream else out).append(
+            # transposes too). 16 whole rows too: nchw -> nChw16c at DRAM sizes, f32 (four
+            # shapes, 16.8-25.7 MB each way) 1.1-1.45x faster at 1 thread, 1.01-1.07x at 2;
+            # s8 and f16 (16x64x128x128) 1.8x at 1 thread, 1.15x and 1.3x at 2 (Zen4,
+            # alternating in one process, specialised); in cache, f32 8x256x28x28, 15 %. An
+            # earlier machine measured the tile's 8 x 8 transposes, of fewer stages, ahead at
+            # DRAM sizes (f32: 0.95 against 0.90 of a copy).
+            out.append(
                 (space.KernelSpec("reorder", "interleave", esize, False, tier, groups=groups),
                  inner, b, [n for n in nodes[:-1] if n is not b]))
     # A tile's row table holds at most TILE_ROWS rows: a longer innermost node is split in
@@ -200,7 +203,6 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
             and not (_size(b) in narrow and a[0].src == _size(b)))), (None, None))
         if a:
             out.append((spec("tile"), a, b, [n for n in others if n not in a + b]))
-    out += later
     b, outer = (nodes[-2], nodes[:-2]) if len(nodes) > 1 else (Node(1, 0, 0), [])
     if inner.dst == 1 and (zero or inner.src == 1):
         # Runs that fill whole streamed lines go along the node that continues them in src:
