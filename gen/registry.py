@@ -147,7 +147,8 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
             # channels; nchw -> nChw8c with 3 or nChw16c with 3, whose padding rows the tile
             # transposes too). 16 whole rows too: nchw -> nChw16c at DRAM sizes, f32 (four
             # shapes, 16.8-25.7 MB each way) 1.1-1.45x faster at 1 thread, 1.01-1.07x at 2;
-            # s8 and f16 (16x64x128x128) 1.8x at 1 thread, 1.15x and 1.3x at 2 (Zen4,
+            # s8 and f16 (16x64x128x128) 1.8x at 1 thread, 1.15x and 1.3x at 2; nchw -> nhwc
+            # of 16 channels, f32 and bf16, 1.55-1.9x at 1 thread, 1.0-1.05x at 2 (Zen4,
             # alternating in one process, specialised); in cache, f32 8x256x28x28, 15 %. An
             # earlier machine measured the tile's 8 x 8 transposes, of fewer stages, ahead at
             # DRAM sizes (f32: 0.95 against 0.90 of a copy).
