@@ -201,7 +201,7 @@ def test_specialised_equals_generic_and_reference(tmp_path, tier):
 
 
 def test_specialised_tiles_spread_their_prefetches(tmp_path, cache_size):
-    """Past the cache (GEN_LLC_BYTES=1; 2.5 MB, so that it streams), a tile that moves bytes
+    """Past the cache (GEN_LLC_BYTES=1; 2.4-2.5 MB, so that it streams), a tile that moves bytes
     in items of 32 rows or more and 4 column tiles or more prefetches the next item's rows
     spread over its column tiles in a specialised module (plan prefetch 2; the generic
     kernels fetch them at once): nhwc -> nchw storing whole lines (columns of 48x48 pixels)

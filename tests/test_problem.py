@@ -251,9 +251,9 @@ def test_few_channels_into_blocks_interleave_with_zero_rows(dtype, monkeypatch):
     """nchw -> a channel block wider than the channels (3 of 8, 3 of 4, 3 of 16) is the
     interleave kind with the block's padding as zero rows, not a tile transposing the zeros;
     11 channels of 8 are a full block and a padded one, 2 of 2 a plain interleave (19 of 16: a
-    full block and 3 channels, both interleaved). Same bytes as the
-    reference packing, with and without streaming stores, at 1 and 2 threads, with tails (99
-    pixels) and without a whole vector step (3 pixels)."""
+    full block and 3 channels, both interleaved). Same bytes as the reference packing, with
+    and without streaming stores, at 1 and 2 threads, with tails (99 pixels) and without a
+    whole vector step (3 pixels)."""
     from reference import pack
     monkeypatch.setattr(plan, "cached", plan.cached.__wrapped__)  # each primitive plans anew
     cases = [((2, 3, 9, 11), "aBcd8b", "interleave8"), ((2, 3, 1, 3), "aBcd8b", "interleave8"),
