@@ -215,6 +215,11 @@ def _tile_streams(spec, b_tab, row, lines, dst_nbytes) -> bool:
     return min(len(b_tab), codegen.CHUNKS["tile_chunk"]) > TILE_RUNS
 
 
+def _quarters(spec, src_esize, convert) -> bool:
+    """Whether a tile converts into a quarter of the bytes or less (f32 -> s8, u8)."""
+    return convert is not None and 4 * spec.esize <= src_esize
+
+
 def _tile_lines(spec, rows, bn, src_esize, convert) -> int:
     """Destination lines per row of a tile's work item: the most the kernel takes (4) when
     the item's source is one block (its rows follow each other) of at most TILE_BLOCK bytes,
@@ -232,8 +237,7 @@ def _tile_lines(spec, rows, bn, src_esize, convert) -> int:
     small = most * spec.tile_a * bn * src_esize <= TILE_BLOCK
     if convert is None and contiguous and small:
         return most
-    # moving bytes, or narrowing them to a quarter
-    one = bn >= spec.tile and (convert is None or 4 * spec.esize <= src_esize)
+    one = bn >= spec.tile and (convert is None or _quarters(spec, src_esize, convert))
     return 1 if one else min(2, most)
 
 
@@ -286,8 +290,7 @@ def _tile_buffer(spec, moved, lines, an, bn, src_esize, convert) -> int:
     the prefetch off as well, s8 -> f32 (rand06) 0.7x and a call in the cache (1x64x64x64 f32
     -> s8) 0.8x at 1 thread."""
     rows = min(lines * spec.tile_a, an)
-    if convert is None or 4 * spec.esize > src_esize or rows > spec.tile_a \
-            or 2 * moved < llc_bytes():
+    if not _quarters(spec, src_esize, convert) or rows > spec.tile_a or 2 * moved < llc_bytes():
         return 0
     whole = rows * bn * spec.esize <= codegen.CHUNKS["cvt_tile_buffer"]
     return 0 if whole else TILE_HEAP_BUFFER
