@@ -152,11 +152,12 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
                       "b_tab": nest_offsets(b, "dst") * esize}
             a, b = _linear(a), _linear(b)
             lines = _tile_lines(spec, rows, b.n, src_esize, convert)
-            prefetch = _tile_prefetch(spec, rows, moved, lines, a.n + piece.pad, b.n, convert)
             buffer = _tile_buffer(spec, moved, lines, a.n + piece.pad, b.n, src_esize, convert)
             even = _tile_even(rows, tables["b_tab"], a.src * src_esize, b.dst * esize, convert)
             whole = _tile_whole_lines(spec, tables["b_tab"], a.n + piece.pad, b, even)
             staged = not whole and _tile_staged(spec, a.n + piece.pad, lines, dst_nbytes, moved)
+            prefetch = _tile_prefetch(spec, rows, moved, lines, a.n + piece.pad, b.n, convert,
+                                      staged)
             piece_stream = stream if (whole or staged) and (
                 choice is not None or convert is not None
                 or _tile_streams(spec, tables["b_tab"], a.n + piece.pad, lines, dst_nbytes)) else 0
@@ -241,7 +242,7 @@ def _tile_lines(spec, rows, bn, src_esize, convert) -> int:
     return 1 if one else min(2, most)
 
 
-def _tile_prefetch(spec, rows, moved, lines, an, bn, convert) -> int:
+def _tile_prefetch(spec, rows, moved, lines, an, bn, convert, staged) -> int:
     """How a tile prefetches the source rows of its next work item: not at all (0) but in a
     call that moves (`moved`: bytes read and written) half of llc_bytes() or more, when its
     rows are a cache line or more apart. In-process A/B on Zen5, specialised, 1 / 2 threads:
@@ -256,9 +257,23 @@ def _tile_prefetch(spec, rows, moved, lines, an, bn, convert) -> int:
     the item's start (1), or, specialised, spread over its column tiles (2) where an item has
     TILE_SPREAD rows or more (and a call of the micro kernel's) and 4 tiles or more: nhwc ->
     nchw 32x64x56x56 1.5x, rand05 1.3x, nchw -> nhwc (in items of 2 lines) 1.2x faster at
-    1 thread; rand08's items of 16 rows were 1.25x slower spread."""
+    1 thread; rand08's items of 16 rows were 1.25x slower spread.
+    Two kinds of tile read only what the hardware prefetcher follows, and do not prefetch
+    (Zen4, with the items of one line that _tile_lines now gives them; alternating A/B,
+    specialised, 1 / 2 threads, without against with):
+    - a tile that narrows to a quarter (f32 -> s8, u8), whose reads are most of its bytes:
+      rand18 1.5 / 1.2x, rand14 1.5 / 1.4x, rand10 1.25 / 1.15x, rand19 1.15 / 1.2x, nchw ->
+      nChw16c 1.16 / 1.15x, nchw -> nhwc into s8 1.15 / 1.15x and nhwc -> nchw into u8 1.36 /
+      1.33x faster, rand15 the same (f32 -> bf16 keeps it: nchw -> nhwc 1.38x slower without);
+    - a tile that moves bytes, whose B takes several chunks read one after the other (items
+      along B: the next item reads on along the same rows): nchw -> nhwc 32x64x56x56 1.3-1.4 /
+      1.05-1.15x, 16x128x56x56 1.2 / 1.15x, 8x32x128x128 1.35 / 1.05x, ncdhw -> ndhwc
+      4x32x32x64x64 1.35 / 1.07x faster."""
     step = np.abs(np.diff(rows)).min() if len(rows) > 1 else 0
     if 2 * moved < llc_bytes() or step < LINE:
+        return 0
+    if _quarters(spec, spec.src_size, convert) or (
+            convert is None and not staged and bn > codegen.CHUNKS["tile_chunk"]):
         return 0
     tiles = -(-min(bn, codegen.CHUNKS["tile_chunk"]) // spec.tile)
     spread = min(lines * spec.tile_a, an) >= max(spec.tile_a, TILE_SPREAD) and tiles >= 4

@@ -138,8 +138,8 @@ def test_converting_tile_rows_take_the_nodes_that_continue_them(cache_size):
     """A conversion's B takes the nodes that continue its rows in src up to
     registry.B_CVT_ELEMS elements (bdac -> aBcd4b: 167 c, then the 6 a that follow them, 1002
     elements), a move's stops at B_ELEMS (167); past the cache, its items prefetch the next
-    item's rows as they convert theirs. The results are the reference's, from 1, 2 and 3
-    threads."""
+    item's rows as they convert theirs (f32 -> f16: a conversion to a quarter does not). The
+    results are the reference's, from 1, 2 and 3 threads."""
     from gen import registry
     rows = nodes((6, 167, 1267864), (12, 585168, 97528), (167, 1, 584), (146, 1002, 4),
                  (4, 146292, 1))
@@ -152,13 +152,13 @@ def test_converting_tile_rows_take_the_nodes_that_continue_them(cache_size):
     x = np.random.default_rng(5).integers(0, 100, dims).astype(np.float32)
     src = gen.Memory.from_array(x, "bdac")
     cache_size(1)  # a call past the cache: prefetching
-    prim = gen.Reorder(src.desc, gen.MemoryDesc(dims, "u8", "aBcd4b"), scales=[0.5])
+    prim = gen.Reorder(src.desc, gen.MemoryDesc(dims, "f16", "aBcd4b"), scales=[0.5])
     assert [(f["b_n"], f["prefetch"]) for spec, f in prim._plan.bound
             if spec.kind == "tile"] == [(1002, 1)]
     for threads in (1, 2, 3):
         out = gen.Memory(prim.dst_desc)
         prim(src, out, threads=threads)
-        assert np.array_equal(out.to_array(), np.rint(x * np.float32(0.5))), threads
+        assert np.array_equal(out.to_array(), (x * np.float32(0.5)).astype(np.float16)), threads
 
 
 def test_tile_splits_a_long_innermost_node_only_without_padding():
@@ -420,20 +420,26 @@ def test_tile_stages_columns_that_start_anywhere_in_a_line(monkeypatch):
 def test_tiles_prefetch_rows_apart_in_calls_past_the_cache(cache_size):
     """A tile prefetches its next work item's source rows when the call's bytes read and
     written are half llc_bytes() or more and its rows are a cache line or more apart: nchw
-    -> nhwc of 2 x 25.7 MB (rows 12.5 KB apart) and nChw16c -> nchw (rows of 64 bytes) do,
-    of 2 x 6.4 MB do not; s8 rows 16 bytes apart (ABcd16a16b -> ABcd16b16a) do not. A move
-    spreads them over the item's column tiles (2) where it has 32 rows and 4 tiles or more
-    (nhwc -> nchw: 64 rows of 4 tiles), not 2 tiles of 16 columns (nChw16c -> nchw), nor
-    items of 16 rows (nchw -> nhwc); a conversion fetches them as it converts (1)."""
+    -> nhwc of 2 x 33.5 MB with 16x16 pixels (rows 1 KB apart) and nChw16c -> nchw (rows of
+    64 bytes) do, of 2 x 6.4 MB do not; s8 rows 16 bytes apart (ABcd16a16b -> ABcd16b16a) do
+    not. A move spreads them over the item's column tiles (2) where it has 32 rows and 4
+    tiles or more (nhwc -> nchw: 64 rows of 4 tiles), not 2 tiles of 16 columns (nChw16c ->
+    nchw), nor items of 16 rows (nchw -> nhwc); a conversion fetches them as it converts
+    (1). Neither a move whose next item reads on along the same rows (nchw -> nhwc with
+    56x56 pixels: B takes 7 chunks) nor a conversion to a quarter (f32 -> s8, u8) prefetches:
+    the hardware prefetcher follows what they read."""
     def prefetch(dims, src, dst, dtypes=("f32", "f32")):
         return [f["prefetch"] for spec, f in bound(dims, src, dst, dtypes) if spec.kind == "tile"]
     cache_size(32 << 20)
-    assert prefetch((32, 64, 56, 56), "nchw", "nhwc") == [1]
+    assert prefetch((512, 64, 16, 16), "nchw", "nhwc") == [1]
     assert prefetch((32, 64, 56, 56), "nhwc", "nchw") == [2]
     assert prefetch((8, 256, 28, 28), "nchw", "nhwc") == [0]
     assert prefetch((32, 64, 56, 56), "nChw16c", "nchw") == [1]
     assert prefetch((32, 64, 56, 56), "nchw", "nhwc", ("f32", "bf16")) == [1]
     assert prefetch((2336, 11, 36, 12), "ABcd16a16b", "ABcd16b16a", ("s8", "f32")) == [0]
+    assert prefetch((32, 64, 56, 56), "nchw", "nhwc") == [0]
+    assert prefetch((32, 64, 56, 56), "nchw", "nhwc", ("f32", "s8")) == [0]
+    assert prefetch((32, 64, 56, 56), "nhwc", "nchw", ("f32", "u8")) == [0]
 
 
 def test_converting_tiles_of_long_rows_take_a_heap_buffer(cache_size):
