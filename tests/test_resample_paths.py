@@ -321,3 +321,78 @@ def test_nearest_streams_the_sources_bytes(tier):
         for stream, y in got[2 * k:2 * k + 2]:
             assert stream == plan.ANY_THREADS, (tier, fmt, dt)
             assert np.array_equal(np.array(y, np.float32), want.astype(np.float32)), (tier, fmt, dt)
+
+
+# Items of two outputs of axis 1 (span 2), whose combines read the source lines they share
+# once (_combine2), against items of one: backward 2x up (odd output counts: the last item
+# has one output; 19 channels: tails of a vector step), nChw16c blocks, forward 2.2x up in the
+# cache (not the direct path), trilinear forward (4 taps along axes 0 and 1), bf16 (converting
+# loads). SPAN_LINE_BYTES is lowered to take these small cases.
+SPAN = [((2, 19, 7, 9), (14, 18), "nhwc", True, "f32"),
+        ((2, 32, 5, 6), (10, 12), "nChw16c", True, "f32"),
+        ((1, 24, 5, 7), (11, 15), "nhwc", False, "f32"),
+        ((1, 8, 3, 4, 5), (6, 8, 10), "ndhwc", False, "f32"),
+        ((2, 40, 6, 5), (12, 10), "nhwc", True, "bf16")]
+SPAN_SCRIPT = r"""
+import json, sys, numpy as np, gen
+from gen.ops import resample as rs
+out = []
+for dims, sp, fmt, backward, dt in json.loads(sys.argv[1]):
+    small = dims[:2] + sp
+    x = (np.random.default_rng(dims[1]).standard_normal(small if backward else dims) * 4)
+    x = gen.Memory.from_array(x.astype(np.float32), format=fmt, dtype=dt)
+    for line_bytes in (1 << 60, 0):
+        rs.SPAN_LINE_BYTES = line_bytes
+        rs._plan_of.cache_clear()
+        for threads in (1, 2):
+            if backward:
+                y = gen.resample_backward(x, alg="linear", in_spatial=dims[2:], threads=threads)
+                prim = gen.ResampleBackward(x.desc, y.desc, alg="linear")
+            else:
+                y = gen.resample(x, alg="linear", out_spatial=sp, threads=threads)
+                prim = gen.Resample(x.desc, y.desc, alg="linear")
+            out.append([prim._plan.tables.fields["span"], bytes(y.data).hex(),
+                        y.to_array().astype(np.float32).tolist()])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("tier", registry.supported())
+def test_two_outputs_per_item_give_the_same_bits(tier):
+    got = on_tier(tier, SPAN_SCRIPT, SPAN)
+    for k, (dims, sp, fmt, backward, dt) in enumerate(SPAN):
+        runs = got[4 * k:4 * k + 4]
+        assert [span for span, _, _ in runs] == [1, 1, 2, 2], (tier, fmt)
+        assert len({raw for _, raw, _ in runs}) == 1, (tier, fmt, backward, dt)
+        small = dims[:2] + sp
+        x = (np.random.default_rng(dims[1]).standard_normal(small if backward else dims) * 4)
+        x = x.astype(np.float32)
+        if dt == "bf16":
+            x = x.astype(ml_dtypes.bfloat16).astype(np.float32)
+        if backward:
+            want, scale = rr.backward(x, dims[2:], "linear"), rr.backward_abs(x, dims[2:], "linear")
+        else:
+            want, scale = rr.forward(x, sp, "linear"), rr.forward_abs(x, sp, "linear")
+        tol = 2.0 ** -8 if dt == "bf16" else 1e-6  # bf16: the result's rounding
+        assert np.all(np.abs(np.array(runs[0][2]) - want) <= tol * scale + 1e-30), (tier, fmt)
+
+
+def test_two_outputs_per_item_where_they_share_long_lines(monkeypatch):
+    """Span 2 where the outputs 2i, 2i + 1 of axis 1 share source lines of SPAN_LINE_BYTES
+    or more, combined over SPAN_TAPS taps at most, on the buffer path: NHWC 2x up backward
+    with 64 channels (lines of 28 KB), not 16 (7 KB), nor nearest's (its outputs share no
+    source), nor trilinear backward's 16 taps (NDHWC with 64 channels, 16 KB lines), nor the
+    direct path (NHWC 2x up forward into a destination that streams)."""
+    def span(small, big, fmt, alg="linear", backward=True):
+        s, b = gen.MemoryDesc(small, "f32", fmt), gen.MemoryDesc(big, "f32", fmt)
+        prim = gen.ResampleBackward(b, s, alg=alg) if backward else gen.Resample(s, b, alg=alg)
+        return prim._plan.tables.fields["span"]
+    rs._plan_of.cache_clear()
+    assert span((1, 64, 56, 56), (1, 64, 112, 112), "nhwc") == 2
+    assert span((1, 16, 56, 56), (1, 16, 112, 112), "nhwc") == 1
+    assert span((1, 64, 56, 56), (1, 64, 112, 112), "nhwc", "nearest") == 1
+    assert span((1, 64, 4, 8, 64), (1, 64, 8, 16, 128), "ndhwc") == 1
+    monkeypatch.setattr(plan, "STREAM_BYTES", 0)
+    rs._plan_of.cache_clear()
+    assert span((1, 64, 56, 56), (1, 64, 112, 112), "nhwc", backward=False) == 1
+    rs._plan_of.cache_clear()
