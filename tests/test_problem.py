@@ -220,7 +220,14 @@ def tile_lines(dims, src, dst, src_strides=None):
 def test_tile_lines_follow_the_source_block(monkeypatch):
     """A tile's work item takes 4 destination lines per row when its source rows follow each
     other in a block of at most TILE_BLOCK bytes (4 lines x 16 rows x B floats), else 1 (B is
-    a tile wide or more; a narrower B: 2); each gives the bytes of a NumPy transpose."""
+    a tile wide or more; a narrower B: 2); each gives the bytes of a NumPy transpose. A
+    conversion that widens takes 4 where its rows lie closer than a line (s8 -> f32 of dcba
+    -> aBcd8b: rows of 63 bytes), else 2 (aBc16b -> cba: rows 7 KB apart)."""
+    def cvt_lines(dims, src, dst):
+        return [f["lines"] for spec, f in bound(dims, src, dst, ("s8", "f32"))
+                if spec.kind == "tile"]
+    assert cvt_lines((63, 81, 8, 119), "dcba", "aBcd8b") == [4]
+    assert cvt_lines((20, 42, 147), "aBc16b", "cba")[:1] == [2]
     assert tile_lines((2, 32, 7, 9), "nChw16c", "nchw") == [4]
     assert tile_lines((2, 40, 7, 9), "nhwc", "nchw") == [4]
     assert plan.TILE_BLOCK == 4 * 16 * 192 * 4
@@ -420,21 +427,23 @@ def test_tile_stages_columns_that_start_anywhere_in_a_line(monkeypatch):
 def test_tiles_prefetch_rows_apart_in_calls_past_the_cache(cache_size):
     """A tile prefetches its next work item's source rows when the call's bytes read and
     written are half llc_bytes() or more and its rows are a cache line or more apart: nchw
-    -> nhwc of 2 x 33.5 MB with 16x16 pixels (rows 1 KB apart) and nChw16c -> nchw (rows of
-    64 bytes) do, of 2 x 6.4 MB do not; s8 rows 16 bytes apart (ABcd16a16b -> ABcd16b16a) do
-    not. A move spreads them over the item's column tiles (2) where it has 32 rows and 4
+    -> nhwc of 2 x 33.5 MB with 16x16 pixels (rows 1 KB apart) and nhwc -> nchw with 32
+    channels (rows of 128 bytes) do, of 2 x 6.4 MB do not; s8 rows 16 bytes apart
+    (ABcd16a16b -> ABcd16b16a) do not. A move spreads them over the item's column tiles (2) where it has 32 rows and 4
     tiles or more (nhwc -> nchw: 64 rows of 4 tiles), not 2 tiles of 16 columns (nChw16c ->
     nchw), nor items of 16 rows (nchw -> nhwc); a conversion fetches them as it converts
     (1). Neither a move whose next item reads on along the same rows (nchw -> nhwc with
-    56x56 pixels: B takes 7 chunks) nor a conversion to a quarter (f32 -> s8, u8) prefetches:
-    the hardware prefetcher follows what they read."""
+    56x56 pixels: B takes 7 chunks), nor rows of a line that follow each other (nChw16c ->
+    nchw), nor a conversion to a quarter (f32 -> s8, u8) prefetches: the hardware prefetcher
+    follows what they read."""
     def prefetch(dims, src, dst, dtypes=("f32", "f32")):
         return [f["prefetch"] for spec, f in bound(dims, src, dst, dtypes) if spec.kind == "tile"]
     cache_size(32 << 20)
     assert prefetch((512, 64, 16, 16), "nchw", "nhwc") == [1]
     assert prefetch((32, 64, 56, 56), "nhwc", "nchw") == [2]
     assert prefetch((8, 256, 28, 28), "nchw", "nhwc") == [0]
-    assert prefetch((32, 64, 56, 56), "nChw16c", "nchw") == [1]
+    assert prefetch((32, 64, 56, 56), "nChw16c", "nchw") == [0]
+    assert prefetch((32, 32, 56, 56), "nhwc", "nchw") == [2]  # rows of 2 lines
     assert prefetch((32, 64, 56, 56), "nchw", "nhwc", ("f32", "bf16")) == [1]
     assert prefetch((2336, 11, 36, 12), "ABcd16a16b", "ABcd16b16a", ("s8", "f32")) == [0]
     assert prefetch((32, 64, 56, 56), "nchw", "nhwc") == [0]
