@@ -262,10 +262,10 @@ def _tile_prefetch(spec, rows, moved, lines, an, bn, convert, staged) -> int:
     TILE_SPREAD rows or more (and a call of the micro kernel's) and 4 tiles or more: nhwc ->
     nchw 32x64x56x56 1.5x, rand05 1.3x, nchw -> nhwc (in items of 2 lines) 1.2x faster at
     1 thread; rand08's items of 16 rows were 1.25x slower spread.
-    Two kinds of tile read only what the hardware prefetcher follows, and do not prefetch
-    (Zen4, with the items of one line that _tile_lines now gives them; alternating A/B,
-    specialised, 1 / 2 threads, without against with):
-    - a tile that narrows to a quarter (f32 -> s8, u8), whose reads are most of its bytes:
+    Three kinds of tile read only what the hardware prefetcher follows, and do not prefetch
+    (Zen4; alternating A/B, specialised, 1 / 2 threads, without against with):
+    - a tile that narrows to a quarter (f32 -> s8, u8), whose reads are most of its bytes, in
+      the items of one line that _tile_lines gives it (the Zen5 figures above had two):
       rand18 1.5 / 1.2x, rand14 1.5 / 1.4x, rand10 1.25 / 1.15x, rand19 1.15 / 1.2x, nchw ->
       nChw16c 1.16 / 1.15x, nchw -> nhwc into s8 1.15 / 1.15x and nhwc -> nchw into u8 1.36 /
       1.33x faster, rand15 the same (f32 -> bf16 keeps it: nchw -> nhwc 1.38x slower without);
