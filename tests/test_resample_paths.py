@@ -156,6 +156,31 @@ def test_more_threads_stream_only_past_the_cache(cache_size, monkeypatch):
     assert len(results) == 1
 
 
+def test_buffer_path_of_channel_runs_streams_at_any_thread_count(cache_size, monkeypatch):
+    """Trilinear forward of channel runs (the buffer path, not the direct one) streams at any
+    thread count wherever it streams at one, though the call expands within 1.5x
+    llc_bytes(); NCDHW's rows keep plan.stream_threads' one thread. The same bits either
+    way, at 1 and 2 threads."""
+    x = np.random.default_rng(8).standard_normal((1, 16, 4, 5, 6)).astype(np.float32)
+    monkeypatch.setattr(plan, "STREAM_BYTES", 0)
+    cache_size(48 << 10)  # the call moves 69 KB: past the cache, under 1.5x of it
+    assert plan_field(x, (8, 10, 12), "ndhwc", "stream") == plan.ANY_THREADS
+    assert plan_field(x, (8, 10, 12), "ncdhw", "stream") == 1
+    for fmt in ("ndhwc", "ncdhw"):
+        src = gen.Memory.from_array(x, format=fmt)
+        results = set()
+        for llc in (48 << 10, 1 << 30):  # streaming, then plain stores
+            cache_size(llc)
+            for threads in (1, 2):
+                y = gen.resample(src, alg="linear", out_spatial=(8, 10, 12), threads=threads)
+                results.add(y.to_array().tobytes())
+        assert len(results) == 1, fmt
+        got = np.frombuffer(results.pop(), np.float32).reshape(1, 16, 8, 10, 12)
+        want = rr.forward(x, (8, 10, 12), "linear")
+        scale = rr.forward_abs(x, (8, 10, 12), "linear") + 1e-30
+        assert np.all(np.abs(got - want) <= 1e-6 * scale), fmt
+
+
 def test_prefetch_from_a_source_of_half_the_cache(cache_size):
     """Items of contiguous lines prefetch the lines of items ahead when the kernel's source is
     half of llc_bytes() or more (forward and backward alike), and the item's lines hold
