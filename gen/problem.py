@@ -238,6 +238,39 @@ def normalise(dims, src: Layout, dst: Layout, esize: int, scl: "Layout | None" =
     return Problem(esize, tuple(pieces))
 
 
+def widened(problem: Problem, most: int) -> "Problem | None":
+    """The problem in elements k times as large (the largest power of two k with k * esize
+    <= most), or None: when every piece's innermost node is contiguous in dst (and in src,
+    for a copy piece) and k divides its size, every other stride, every offset and every
+    pad. A move of blocks into larger blocks then interleaves whole runs (s8 nChw4c ->
+    nChw8c: runs of 4 bytes from 2 source blocks become 2 rows of 4-byte elements)."""
+    k = most // problem.esize
+    while k > 1 and not all(_widens(p, k) for p in problem.pieces):
+        k //= 2
+    if k < 2:
+        return None
+    out = []
+    for p in problem.pieces:
+        inner = p.nodes[-1]
+        nodes = [Node(n.n, n.src // k, n.dst // k) for n in p.nodes[:-1]]
+        inner = Node(inner.n // k, inner.src, 1)
+        # a run followed by padding stays the innermost node, even of size 1
+        nodes = simplify(nodes) + (inner,) if p.pad else simplify(nodes + [inner])
+        out.append(Piece(p.src_off // k, p.dst_off // k, nodes, p.zero, p.pad // k))
+    return Problem(problem.esize * k, tuple(out))
+
+
+def _widens(piece: Piece, k: int) -> bool:
+    if not piece.nodes:
+        return False
+    inner = piece.nodes[-1]
+    strides = [n.dst for n in piece.nodes[:-1]] + [piece.dst_off, piece.pad, inner.n]
+    if not piece.zero:
+        strides += [n.src for n in piece.nodes[:-1]] + [piece.src_off]
+    return (inner.dst == 1 and (piece.zero or inner.src == 1) and piece.scl_off == 0
+            and not any(n.scl for n in piece.nodes) and all(v % k == 0 for v in strides))
+
+
 # Runs (copy and zero pieces together) up to which _fuse_pitch checks its fusion exactly: at
 # the limit about 90 MB of index arrays and a quarter of a second, once per problem (and only
 # when _fuse_padding leaves zero pieces).

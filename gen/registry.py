@@ -155,6 +155,9 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
             out.append(
                 (space.KernelSpec("reorder", "interleave", esize, False, tier, groups=groups),
                  inner, b, [n for n in nodes[:-1] if n is not b]))
+    # elements of 16 or 32 bytes (runs a move takes whole, plan._interleaving) have no tile
+    # or strided kernel
+    tile = tile and esize in space.ESIZES
     # A tile's row table holds at most TILE_ROWS rows: a longer innermost node is split in
     # two (by its largest power-of-two factor up to TILE_ROWS), or gets no tile; not when
     # padding follows it (the tile writes it after each run of A, which must stay whole).
@@ -225,4 +228,4 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
             out.append((spec("run"), inner, run_b, run_outer))
         else:
             out.append((spec("run", 1), Node(inner.n * esize, 1, 1), run_b, run_outer))
-    return out + [(spec("strided"), inner, b, outer)]
+    return out + [(spec("strided"), inner, b, outer)] * (esize in space.ESIZES)

@@ -18,6 +18,9 @@ from .dtypes import TABLE
 from .isa import TIERS
 
 ESIZES = (1, 2, 4, 8)
+# The interleave kind's element sizes: also runs of 16 and 32 bytes taken as one element (a
+# move into larger blocks, plan._interleaving)
+INTERLEAVE_ESIZES = ESIZES + (16, 32)
 KINDS = ("run", "tile", "strided")  # the kinds that also convert
 GROUPS = (2, 4, 8, 16)  # rows of the interleave kind
 RESAMPLE_DTYPES = ("f32", "bf16", "f16", "s8", "u8")
@@ -80,7 +83,10 @@ class KernelSpec:
 
     @property
     def vector(self):
-        """The register type of the tile rows, or None (portable C)."""
+        """The register type of the tile rows, or None (portable C; elements a tile never
+        takes)."""
+        if self.esize not in TILE_WIDTH:
+            return None
         return TIERS[self.isa].vectors.get(self.tile * self.esize)
 
     @property
@@ -90,17 +96,22 @@ class KernelSpec:
         return max(vectors) // self.esize if vectors else 1
 
     def describe(self) -> dict:
-        layout = {"run": "contiguous run", "strided": "strided elements",
-                  "tile": f"{self.tile}x{self.tile} transpose tile",
-                  "interleave": f"{self.groups} rows interleaved",
-                  "nearest": "any layout, nearest forward (copies)",
-                  "linear": "any layout, weighted taps in f32"}[self.kind]
+        if self.kind == "tile":
+            layout = f"{self.tile}x{self.tile} transpose tile"
+        else:
+            layout = {"run": "contiguous run", "strided": "strided elements",
+                      "interleave": f"{self.groups} rows interleaved",
+                      "nearest": "any layout, nearest forward (copies)",
+                      "linear": "any layout, weighted taps in f32"}[self.kind]
+        if self.esize not in ESIZES:  # runs of elements taken whole (plan._interleaving)
+            layout += f" (runs of {self.esize} bytes)"
         if self.op == "resample":
             dtypes = self.src or f"any {self.esize}-byte"
         elif self.cvt:
             dtypes = f"{self.src}->{self.dst}"
         else:
-            dtypes = "any" if self.kind == "run" else f"any {self.esize}-byte"
+            dtypes = ("any" if self.kind == "run" or self.esize not in ESIZES
+                      else f"any {self.esize}-byte")
         return {"name": self.name, "op": self.op, "isa": self.isa, "kind": self.kind,
                 "dtypes": dtypes, "layout": layout + (", zero fill" if self.zero else "")}
 
@@ -111,7 +122,7 @@ def kernels(isa: str):
     out += [KernelSpec("reorder", "tile", e, False, isa) for e in ESIZES]
     out += [KernelSpec("reorder", "strided", e, zero, isa) for e in ESIZES for zero in (False, True)]
     out += [KernelSpec("reorder", "interleave", e, False, isa, groups=g)
-            for e in ESIZES for g in GROUPS]
+            for e in INTERLEAVE_ESIZES for g in GROUPS]
     for s, d in conversions():
         out += [KernelSpec("reorder", kind, TABLE[d].size, False, isa, s, d) for kind in KINDS]
     out += [KernelSpec("resample", "nearest", e, False, isa) for e in (1, 2, 4)]

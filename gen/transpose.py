@@ -94,6 +94,8 @@ def interleave(vector, esize, groups, row_addr):
     w = vector.nbytes // esize
     stmts = [f"const {vector.ctype} r{g} = {_load(vector, row_addr.format(row=g), g)};"
              for g in range(groups)]
+    if w == 1:  # an element per register: the rows' registers stored one after the other
+        return stmts, [(g * esize, f"r{g}") for g in range(groups)]
     more, stores = _zip(vector, esize, [f"r{g}" for g in range(groups)], "")
     assert len(stores) * vector.nbytes == groups * w * esize
     return stmts + more, stores

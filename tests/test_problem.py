@@ -288,6 +288,65 @@ def test_few_channels_into_blocks_interleave_with_zero_rows(dtype, monkeypatch):
                 assert bytes(out.data) == pack(x, tag).tobytes(), (dims, tag, threads)
 
 
+def test_widened_nests():
+    """problem.widened: runs contiguous on both sides become elements of up to `most` bytes,
+    every other stride, offset and pad divided by the runs' factor; a run followed by padding
+    stays the innermost node, even of one element. None where a piece's innermost node is not
+    contiguous on both sides."""
+    def layout(dims, tag):
+        return Layout.of_desc(gen.MemoryDesc(dims, "u8", tag))
+
+    dims = (3, 20, 5, 7)  # 5 blocks of 4 into 2 blocks of 8 and one of 4 (+ 4 zeros)
+    wide = problem.widened(normalise(dims, layout(dims, "aBcd4b"), layout(dims, "aBcd8b"), 1),
+                           32)
+    assert wide.esize == 4
+    assert [(p.src_off, p.dst_off, p.nodes, p.pad) for p in wide.pieces] == [
+        (0, 0, nodes((3, 175, 210), (2, 70, 70), (35, 1, 2), (2, 35, 1)), 0),
+        (140, 140, nodes((3, 175, 210), (35, 1, 2), (1, 1, 1)), 1)]
+    dims = (2, 16, 3, 3)  # f32 runs of 8: elements of 32 bytes
+    wide = problem.widened(normalise(dims, layout(dims, "aBcd8b"), layout(dims, "aBcd16b"), 4),
+                           32)
+    assert wide.esize == 32
+    assert [p.nodes for p in wide.pieces] == [nodes((2, 18, 18), (9, 1, 2), (2, 9, 1))]
+    assert problem.widened(normalise(dims, layout(dims, "aBcd8b"), layout(dims, "aBcd16b"), 4),
+                           16).esize == 16
+    assert problem.widened(normalise(dims, layout(dims, "nchw"), layout(dims, "nhwc"), 4),
+                           32) is None
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "float16", "float32", "float64"])
+def test_blocks_into_larger_blocks_interleave_whole_runs(dtype, monkeypatch):
+    """A move into larger blocks (4c -> 8c, 8c -> 16c, 2c -> 8c, 4c -> 16c in 3-D) interleaves
+    the source blocks' runs (2 to 32 bytes) as elements, the destination block's padding (20 or
+    24 channels) as zero rows; runs longer than 32 bytes (f64 8c -> 16c) stay the run
+    kind. Same bytes as the reference packing, with and without streaming stores, at 1 and 2
+    threads."""
+    from reference import pack
+    monkeypatch.setattr(plan, "cached", plan.cached.__wrapped__)  # each primitive plans anew
+    cases = [((2, 20, 5, 37), "aBcd4b", "aBcd8b"), ((2, 24, 5, 9), "aBcd8b", "aBcd16b"),
+             ((2, 24, 5, 9), "aBcd2b", "aBcd8b"), ((2, 16, 3, 4, 5), "aBcde4b", "aBcde16b"),
+             ((3, 32, 1, 3), "aBcd8b", "aBcd16b")]  # 3 pixels: no whole vector step
+    rng = np.random.default_rng(7)
+    size = np.dtype(dtype).itemsize
+    for dims, tag_src, tag_dst in cases:
+        x = rng.integers(0, 256, int(np.prod(dims)) * size, dtype=np.uint8).view(dtype)
+        x = x.reshape(dims)
+        src = gen.Memory.from_array(x, tag_src)
+        run, groups = int(tag_src[-3 if tag_src[-3].isdigit() else -2:-1]), 0
+        groups = int(tag_dst[-3 if tag_dst[-3].isdigit() else -2:-1]) // run
+        kind = f"interleave{groups}" if run * size <= 32 else "run"
+        for stream_bytes in (plan.INTERLEAVE_STREAM_BYTES, 0):
+            monkeypatch.setattr(plan, "INTERLEAVE_STREAM_BYTES", stream_bytes)
+            monkeypatch.setattr(plan, "STREAM_BYTES", stream_bytes)
+            prim = gen.Reorder(src.desc, gen.MemoryDesc(dims, dtype, tag_dst))
+            assert kind in prim.kernel, (dims, tag_src, tag_dst, prim.kernel)
+            for threads in (1, 2):
+                out = gen.Memory(prim.dst_desc)
+                out.data[:] = 0xA5  # the padding must be written
+                prim(src, out, threads=threads)
+                assert bytes(out.data) == pack(x, tag_dst).tobytes(), (dims, tag_dst, threads)
+
+
 def bound(dims, src, dst, dtypes=("f32", "f32")):
     """plan.bind's (spec, fields) per piece of a reorder of dims between two tags."""
     s = gen.MemoryDesc(dims, dtypes[0], src)
