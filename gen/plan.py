@@ -166,6 +166,9 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
             lines = prefetch = even = staged = buffer = 0
         else:
             piece_stream, lines, prefetch, even, staged, buffer = stream, 0, 0, 0, 0, 0
+        c = Node(1, 0, 0)  # a run kernel's node whose positions an item gathers
+        if spec.kind == "run" and isinstance(b, tuple):
+            b, c = b
         out.append((spec, {
             "src_off": piece.src_off * src_esize, "dst_off": piece.dst_off * esize,
             "scl_off": piece.scl_off, "nouter": len(outer),
@@ -173,6 +176,7 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
             "dst_str": [n.dst * esize for n in outer], "scl_str": [n.scl for n in outer],
             "a_n": a.n, "a_src": a.src * src_esize, "a_dst": a.dst * esize, "a_scl": a.scl,
             "b_n": b.n, "b_src": b.src * src_esize, "b_dst": b.dst * esize, "b_scl": b.scl,
+            "c_n": c.n, "c_src": c.src * src_esize, "c_dst": c.dst * esize,
             "pad": piece.pad * esize, "stream": int(piece_stream), "lines": lines,
             "prefetch": int(prefetch), "even": int(even),
             "staged": int(staged and piece_stream > 0), "buffer": buffer, **tables}))

@@ -121,7 +121,8 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
 
     `run` and `strided` work on the innermost node A and the next one B (a size-1 B when the
     nest has one node; for `run` into a destination that streams, the node that continues
-    A in src when a run and its padding fill RUN_LINE bytes); `tile` takes as A and B nests
+    A in src when a run and its padding fill RUN_LINE bytes; for a conversion's short runs,
+    the nest (B, C) of B and a node C that continues B's runs in dst); `tile` takes as A and B nests
     of nodes (tuples, innermost first): B from a node whose source stride is 1, A from the
     innermost node; `interleave` takes A with its padding as the rows and B the node of
     source stride 1 that steps over them. Every kind writes `pad` zeros after each run of A.
@@ -224,6 +225,16 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
                  and inner.n % 8 == 0 and not any(n.scl for n in nodes))
         if not zero and follow and (short or stream and (inner.n + pad) * esize >= RUN_LINE):
             run_b, run_outer = follow[-1], [n for n in nodes[:-1] if n is not follow[-1]]
+        # Short converted runs (one scale, no sum) that follow each other in dst along B, B's
+        # runs then along a node C (a conversion into larger blocks, nChw4c -> nChw8c: B the
+        # source blocks of a destination block, C its pixels): the run kernel takes B and C
+        # as a nest, a work item gathering the runs of some positions of C in dst order and
+        # converting them at once
+        if convert and tile and run_b is b and not pad and b.dst == inner.n and not any(
+                n.scl for n in (inner, b)) and inner.n * b.n <= codegen.CHUNKS["pack_line"]:
+            gather = [n for n in outer if n.dst == b.n * b.dst and not n.scl]
+            if gather:
+                run_b, run_outer = (b, gather[-1]), [n for n in outer if n is not gather[-1]]
         if convert:
             out.append((spec("run"), inner, run_b, run_outer))
         else:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import gen
+from gen import plan
 from checks import raises_gen
 
 try:
@@ -469,6 +470,38 @@ def test_converting_tiles_over_gapped_rows(sdt, ddt):
             run_convert(a, sspec, ddt, dspec, {"scales": s3, "scale_mask": 3}, threads=threads)
             run_convert(a, sspec, ddt, dspec, {"scales": 0.5}, threads=threads)
             run_convert(a, sspec, ddt, dspec, threads=threads)
+
+
+# Conversions into larger blocks, whose short runs (2 or 4 channels) follow each other in dst
+# along the source blocks and then along the pixels: the run kernel gathers several pixels'
+# runs in dst order and converts them at once (registry.options' nest (B, C)); channel tails in
+# padded blocks, 3-D, a chunk of pixels that ends inside a row (37 pixels)
+INTO_LARGER = [((2, 20, 5, 37), "aBcd4b", "aBcd8b"), ((2, 24, 5, 9), "aBcd2b", "aBcd8b"),
+               ((1, 16, 3, 4, 5), "aBcde4b", "aBcde16b"), ((3, 13, 5, 7), "aBcd4b", "aBcd8b"),
+               ((2, 8, 41, 37), "aBcd4b", "aBcd8b")]
+
+
+@pytest.mark.parametrize("sdt,ddt", [("s8", "f32"), ("f32", "bf16"), ("f32", "u8"),
+                                     ("f16", "f32")])
+def test_conversions_into_larger_blocks(sdt, ddt, monkeypatch):
+    """Gathered along C with one scale (and zero points), streaming and not, at 1 and 2
+    threads; per-channel scales take the run kernel's other paths, with the same results."""
+    monkeypatch.setattr(plan, "cached", plan.cached.__wrapped__)  # each call plans anew
+    for shape, sspec, dspec in INTO_LARGER:
+        a = tensor(sdt, shape, "larger", sspec)
+        prim = gen.Reorder(gen.MemoryDesc(shape, sdt, sspec), gen.MemoryDesc(shape, ddt, dspec),
+                           scales=[0.5])
+        assert any(f["c_n"] > 1 for spec, f in prim._plan.bound if spec.kind == "run"), shape
+        s = mask_scales(shape, 2, rng_of("larger", shape))
+        one = {"scales": 0.5, "src_zero_point": SZP[sdt], "dst_zero_point": DZP[ddt]}
+        for stream_bytes in (plan.STREAM_BYTES, 0):
+            monkeypatch.setattr(plan, "STREAM_BYTES", stream_bytes)
+            bound = gen.Reorder(prim.src_desc, prim.dst_desc)._plan.bound
+            assert {f["stream"] > 0 for _, f in bound} == {stream_bytes == 0}
+            for threads in (1, 2):
+                run_convert(a, sspec, ddt, dspec, one, threads=threads)
+                run_convert(a, sspec, ddt, dspec, threads=threads)
+        run_convert(a, sspec, ddt, dspec, {"scales": s, "scale_mask": 2})
 
 
 def test_scales_on_other_ranks():
