@@ -138,7 +138,7 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
     def spec(kind, size=esize):
         return space.KernelSpec("reorder", kind, size, zero, tier, src, dst)
 
-    out = []
+    out, late = [], []  # late: options that go after the tile
     groups = inner.n + pad
     if not (zero or convert) and inner.dst == 1 and groups in space.GROUPS:
         rows = [n for n in nodes[:-1] if n.src == 1 and n.dst == groups]
@@ -152,10 +152,12 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
             # of 16 channels, f32 and bf16, 1.55-1.9x at 1 thread, 1.0-1.05x at 2 (Zen4,
             # alternating in one process, specialised); in cache, f32 8x256x28x28, 15 %. An
             # earlier machine measured the tile's 8 x 8 transposes, of fewer stages, ahead at
-            # DRAM sizes (f32: 0.95 against 0.90 of a copy).
-            out.append(
-                (space.KernelSpec("reorder", "interleave", esize, False, tier, groups=groups),
-                 inner, b, [n for n in nodes[:-1] if n is not b]))
+            # DRAM sizes (f32: 0.95 against 0.90 of a copy). But after the tile where B is
+            # shorter than the interleave's vector step, which its scalar tail then does alone
+            # (rand08, s8 with a B of 8: the tile 1.4 / 1.7x faster at 1 / 2 threads, Zen4).
+            kernel = space.KernelSpec("reorder", "interleave", esize, False, tier, groups=groups)
+            (out if b.n >= kernel.lanes else late).append(
+                (kernel, inner, b, [n for n in nodes[:-1] if n is not b]))
     # elements of 16 or 32 bytes (runs a move takes whole, plan._interleaving) have no tile
     # or strided kernel
     tile = tile and esize in space.ESIZES
@@ -208,6 +210,7 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
             and not (_size(b) in narrow and a[0].src == _size(b)))), (None, None))
         if a:
             out.append((spec("tile"), a, b, [n for n in others if n not in a + b]))
+    out += late
     b, outer = (nodes[-2], nodes[:-2]) if len(nodes) > 1 else (Node(1, 0, 0), [])
     if inner.dst == 1 and (zero or inner.src == 1):
         # Runs that fill whole streamed lines go along the node that continues them in src:

@@ -288,6 +288,29 @@ def test_few_channels_into_blocks_interleave_with_zero_rows(dtype, monkeypatch):
                 assert bytes(out.data) == pack(x, tag).tobytes(), (dims, tag, threads)
 
 
+def test_interleave_with_a_short_b_goes_after_the_tile(monkeypatch):
+    """Where B is shorter than the interleave's vector step, a tile that fits goes first: s8
+    aBcd8b -> ABcd16b16a (rand08's layouts; B, the 8 channels of a source block, against 32
+    lanes) is the tile, on tiers with masked 1-byte loads; a B of a vector step or more stays
+    the interleave's. Same bytes as the reference packing."""
+    from reference import pack
+    monkeypatch.setattr(plan, "cached", plan.cached.__wrapped__)
+    rng = np.random.default_rng(8)
+    for dims, tags, first in [((35, 19, 6, 4), ("aBcd8b", "ABcd16b16a"), "tile"),
+                              ((2, 3, 9, 11), ("nchw", "aBcd16b"), "interleave")]:
+        x = rng.integers(0, 256, int(np.prod(dims)), dtype=np.uint8).reshape(dims)
+        src = gen.Memory.from_array(x, tags[0])
+        prim = gen.Reorder(src.desc, gen.MemoryDesc(dims, "u8", tags[1]))
+        kinds = [spec.kind for spec, _ in prim._plan.bound]
+        if first == "interleave" or space.KernelSpec("reorder", "tile", 1, False,
+                                                     registry.isa()).masked:
+            assert kinds[0] == first, (dims, prim.kernel)
+        out = gen.Memory(prim.dst_desc)
+        out.data[:] = 0xA5
+        prim(src, out)
+        assert bytes(out.data) == pack(x, tags[1]).tobytes(), dims
+
+
 def test_widened_nests():
     """problem.widened: runs contiguous on both sides become elements of up to `most` bytes,
     every other stride, offset and pad divided by the runs' factor; a run followed by padding
