@@ -106,10 +106,17 @@ def stream_threads(dst_nbytes: int, floor: int = None, traffic: int = None) -> i
     return ANY_THREADS
 
 
+def large(dst_nbytes: int, traffic: int = None) -> bool:
+    """Whether a call is past the caches, for registry.options: its destination streams
+    (streams), or it moves half of llc_bytes() or more."""
+    return streams(dst_nbytes, traffic=traffic) or 0 < llc_bytes() <= 2 * _moved(dst_nbytes,
+                                                                                 traffic)
+
+
 def choices(problem, convert=None, dst_nbytes=0, traffic=None):
     """Per piece, the kernel kinds that can run it (registry.options), best guess first."""
     return [[o[0].kind for o in registry.options(*_choose_args(piece, problem.esize, convert),
-                                                 stream=streams(dst_nbytes, traffic=traffic))]
+                                                 large=large(dst_nbytes, traffic))]
             for piece in problem.pieces]
 
 
@@ -126,7 +133,7 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
     esize = problem.esize  # dst's element size
     src_esize = TABLE[convert.src].size if convert else esize
     moved = _moved(dst_nbytes, traffic)
-    guess = streams(dst_nbytes, traffic=traffic)
+    big = large(dst_nbytes, traffic)
     if choice is None:
         stream = stream_threads(dst_nbytes, traffic=traffic)
     else:  # measured at one thread count, applied at all
@@ -135,7 +142,7 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
     for i, piece in enumerate(problem.pieces):
         spec, a, b, outer = registry.choose(*_choose_args(piece, esize, convert), tier=tier,
                                             prefer=choice.kinds[i] if choice else None,
-                                            stream=guess)
+                                            large=big)
         order = choice.order if choice else wisdom.ORDERS[0]
         if order == "auto":
             order = loop_order(outer, src_esize, esize, piece.zero)

@@ -77,7 +77,7 @@ B_ELEMS = 64
 B_CVT_ELEMS = 512
 # Rows of A a tile's offset table may hold (8 MB).
 TILE_ROWS = 1 << 20
-# Destination bytes of a run (with its padding) from which the run kind, when streaming,
+# Destination bytes of a run (with its padding) from which the run kind, in a large call,
 # walks runs in the source's order.
 RUN_LINE = 256
 
@@ -108,19 +108,19 @@ def _follows(nest, step: int) -> bool:
 
 
 def choose(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: bool = True,
-           tier=None, prefer=None, stream=True):
+           tier=None, prefer=None, large=True):
     """(spec, a, b, outer nodes) for one piece's nest (element strides): the first of
     `options`, or the one of kind `prefer` (measured wisdom) where it applies."""
-    found = options(nodes, zero, esize, pad, convert, tile, tier, stream)
+    found = options(nodes, zero, esize, pad, convert, tile, tier, large)
     return next((o for o in found if o[0].kind == prefer), found[0])
 
 
 def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: bool = True,
-            tier=None, stream=True):
+            tier=None, large=True):
     """Every kernel kind that runs one piece's nest, as (spec, a, b, outer), best guess first.
 
     `run` and `strided` work on the innermost node A and the next one B (a size-1 B when the
-    nest has one node; for `run` into a destination that streams, the node that continues
+    nest has one node; for `run` in a large call, the node that continues
     A in src when a run and its padding fill RUN_LINE bytes; for a conversion's short runs,
     the nest (B, C) of B and a node C that continues B's runs in dst); `tile` takes as A and B nests
     of nodes (tuples, innermost first): B from a node whose source stride is 1, A from the
@@ -128,8 +128,8 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
     source stride 1 that steps over them. Every kind writes `pad` zeros after each run of A.
     `convert` is a (src, dst) dtype pair for the conversion kernels (esize is then dst's);
     `tile=False` rules the tile out (a conversion with sum reads dst element by element).
-    `tier`: another than the dispatched one (export). `stream`: whether the destination is
-    large enough to stream (plan.streams)."""
+    `tier`: another than the dispatched one (export). `large`: whether the call is past the
+    caches (plan.large: its destination streams, or it moves half the last-level cache)."""
     nodes = list(nodes) or [Node(1, 1, 1)]
     inner = nodes[-1]
     tier = tier or isa()
@@ -213,10 +213,12 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
     out += late
     b, outer = (nodes[-2], nodes[:-2]) if len(nodes) > 1 else (Node(1, 0, 0), [])
     if inner.dst == 1 and (zero or inner.src == 1):
-        # Runs that fill whole streamed lines go along the node that continues them in src:
-        # one read stream instead of a jump per run; the scattered writes cost little when
-        # streamed (shuffle nchw 32x256x28x28 g4 1.22x, rand00's padded 512-byte lines
-        # 1.13x faster; runs of 16 bytes 4 % slower)
+        # Runs that fill whole lines go along the node that continues them in src, in a large
+        # call: one read stream instead of a jump per run; the scattered writes cost little
+        # (streamed: shuffle nchw 32x256x28x28 g4 1.22x, rand00's padded 512-byte lines
+        # 1.13x faster, runs of 16 bytes 4 % slower; plain stores in a call of 17.7 MB, half
+        # the L3: rand07, f32 -> u8 with runs of 10 KB, 1.9-2.1 / 1.4-1.5x at 1 / 2 threads,
+        # Zen4; in calls that fit the L2 as fast or slower: shuffle nchw 1x116x28x28 g2)
         # Short converted runs of whole vectors (one scale, no sum: `tile`) go along it too,
         # the kernel then converting them where they lie (gen_cvt_runs), 8 or 16 at a time:
         # rand01 (f32 -> bf16, runs of 8 along a node of 17) 1.3x, rand16 (f32 -> u8, runs of
@@ -226,7 +228,7 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
         run_b, run_outer = b, outer
         short = (convert and tile and not pad and inner.n < codegen.CHUNKS["pack_run"]
                  and inner.n % 8 == 0 and not any(n.scl for n in nodes))
-        if not zero and follow and (short or stream and (inner.n + pad) * esize >= RUN_LINE):
+        if not zero and follow and (short or large and (inner.n + pad) * esize >= RUN_LINE):
             run_b, run_outer = follow[-1], [n for n in nodes[:-1] if n is not follow[-1]]
         # Short converted runs (one scale, no sum) that follow each other in dst along B, B's
         # runs then along a node C (a conversion into larger blocks, nChw4c -> nChw8c: B the

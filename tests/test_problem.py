@@ -566,6 +566,32 @@ def test_converting_tiles_of_long_rows_take_a_heap_buffer(cache_size):
     assert len(results) == 1
 
 
+def test_runs_go_along_the_source_in_large_calls(cache_size):
+    """The run kind walks runs of a line or more along the node that continues them in src
+    in a large call (plan.large: it streams, or moves half of llc_bytes() or more), with
+    plain stores too; along the destination's next node otherwise: rand07's shape (f32 -> u8,
+    runs of 2576 elements) at 17.7 MB with 32 MiB of cache, and 1 GiB. Both give the bytes of
+    the reference conversion."""
+    from convert_reference import reference_reorder
+    from reference import pack
+    dims, kw = (16, 161, 20, 72), dict(scales=[0.5], dst_zero_point=100)
+
+    def plan_of():
+        prim = gen.Reorder(gen.MemoryDesc(dims, "f32", "dcba"),
+                           gen.MemoryDesc(dims, "u8", "Acdb16a"), **kw)
+        return prim, [(spec.kind, f["b_n"], f["stream"]) for spec, f in prim._plan.bound]
+
+    x = np.random.default_rng(9).uniform(-300, 300, dims).astype(np.float32)
+    want = pack(reference_reorder(x, "u8", scales=0.5, dst_zero_point=100), "Acdb16a")
+    for size, b_n in ((32 << 20, 20), (1 << 30, 72)):
+        cache_size(size)
+        prim, bound = plan_of()
+        assert bound == [("run", b_n, 0)], (size, bound)
+        out = gen.Memory(prim.dst_desc)
+        prim(gen.Memory.from_array(x, "dcba"), out)
+        assert bytes(out.data) == want.tobytes(), size
+
+
 def test_calls_that_fit_in_the_cache_never_stream(cache_size):
     """With llc_bytes() set (GEN_LLC_BYTES; by default the L3 on AMD), a call whose bytes
     read and written fit in it writes with plain stores from every kind, but a tile that
