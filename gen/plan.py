@@ -168,10 +168,6 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
             piece_stream = stream if (whole or staged) and (
                 choice is not None or convert is not None
                 or _tile_streams(spec, tables["b_tab"], a.n + piece.pad, lines, dst_nbytes)) else 0
-            if (not piece_stream and choice is None and convert is None and (whole or staged)
-                    and dst_nbytes >= STREAM_BYTES and _tile_streams_in_cache(
-                        spec, tables["b_tab"], a.n + piece.pad, lines)):
-                piece_stream = ANY_THREADS
         elif spec.kind == "interleave" and choice is None:
             piece_stream = stream_threads(dst_nbytes, INTERLEAVE_STREAM_BYTES, traffic)
             lines = prefetch = even = staged = buffer = 0
@@ -225,31 +221,9 @@ def _tile_streams(spec, b_tab, row, lines, dst_nbytes) -> bool:
     any tile (AMD Zen4, nChw16c -> nchw 32x64x56x56: 1.45x faster)."""
     if llc_bytes():
         return True
-    if _one_region(spec, b_tab, row, lines):
-        return streams(dst_nbytes, REGION_BYTES)
-    return _many_runs(b_tab)
-
-
-def _tile_streams_in_cache(spec, b_tab, row, lines) -> bool:
-    """Whether a tile that moves bytes streams (from STREAM_BYTES of destination) also where
-    the call fits in llc_bytes(), where other kernels keep plain stores: where its work item
-    writes more than TILE_RUNS destination runs that do not fill one region. Zen4, 32 MiB of
-    L3, alternating A/B in both orders, 1 / 2 threads, streaming against plain stores: rand12
-    (f16 acb -> bac, 31 runs) 1.35-1.45 / 1.15-1.25x faster, nhwc -> nchw 8x256x28x28 1.3 /
-    1.25x, nchw -> nhwc 8x256x28x28 1.25 / 0.8-1.0x; rand11's 16 runs 1.5-1.8 / 1.6-2.3x and
-    oihw -> OIhw16i16o 256x256x3x3 (one region) 1.1 / 2x slower."""
-    return (bool(llc_bytes()) and _many_runs(b_tab)
-            and not _one_region(spec, b_tab, row, lines))
-
-
-def _one_region(spec, b_tab, row, lines) -> bool:
-    """Whether a tile writes its B rows whole, together filling one region (in any order)."""
     whole = row <= lines * spec.tile_a
-    return whole and bool(np.all(np.diff(np.sort(b_tab)) == row * spec.esize))
-
-
-def _many_runs(b_tab) -> bool:
-    """Whether a tile's work item writes more than TILE_RUNS destination runs."""
+    if whole and bool(np.all(np.diff(np.sort(b_tab)) == row * spec.esize)):
+        return streams(dst_nbytes, REGION_BYTES)
     return min(len(b_tab), codegen.CHUNKS["tile_chunk"]) > TILE_RUNS
 
 

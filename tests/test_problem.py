@@ -594,19 +594,12 @@ def test_runs_go_along_the_source_in_large_calls(cache_size):
 
 def test_calls_that_fit_in_the_cache_never_stream(cache_size):
     """With llc_bytes() set (GEN_LLC_BYTES; by default the L3 on AMD), a call whose bytes
-    read and written fit in it writes with plain stores from every kind, but a tile that
-    moves bytes, of STREAM_BYTES of destination or more, whose items write more than 16 runs
-    not filling one region; and one past it streams from any tile (nChw16c -> nchw too, 16
-    runs); a conversion that reads much more than it writes counts its reads; a value that
-    is not a number of bytes is a gen.Error naming it."""
+    read and written fit in it writes with plain stores from every kind, and one past it
+    streams from any tile (nChw16c -> nchw too, 16 runs); a conversion that reads much more
+    than it writes counts its reads; a value that is not a number of bytes is a gen.Error
+    naming it."""
     cache_size(32 << 20)
-    assert streams((8, 256, 28, 28), "nchw", "nhwc") == [("tile", 1)]  # 2 x 6.4 MB
-    assert streams((8, 256, 28, 28), "nhwc", "nchw") == [("tile", 1)]
-    assert streams((8192, 31, 8), "acb", "bac", ("f16", "f16")) == [("tile", 1)]  # 31 runs
-    assert streams((5, 72, 25, 148), "aBcd16b", "abcd")[0] == ("tile", 0)  # 16 runs
-    assert streams((256, 256, 3, 3), "oihw", "OIhw16i16o") == [("tile", 0)]  # one region
-    assert streams((2, 64, 56, 56), "nchw", "nhwc") == [("tile", 0)]  # 1.6 MB
-    assert streams((8, 256, 28, 28), "nchw", "nhwc", ("f32", "bf16")) == [("tile", 0)]
+    assert streams((8, 256, 28, 28), "nchw", "nhwc") == [("tile", 0)]  # 2 x 6.4 MB
     assert streams((8, 256, 28, 28), "nchw", "nChw8c") == [("interleave", 0)]
     # 16 whole rows: the interleave, in cache and streaming
     assert streams((8, 256, 28, 28), "nchw", "nChw16c") == [("interleave", 0)]
