@@ -120,11 +120,11 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
     """Every kernel kind that runs one piece's nest, as (spec, a, b, outer), best guess first.
 
     `run` and `strided` work on the innermost node A and the next one B (a size-1 B when the
-    nest has one node; for `run` in a large call, the node that continues
-    A in src when a run and its padding fill RUN_LINE bytes; for a conversion's short runs,
-    the nest (B, C) of B and a node C that continues B's runs in dst); `tile` takes as A and B nests
-    of nodes (tuples, innermost first): B from a node whose source stride is 1, A from the
-    innermost node; `interleave` takes A with its padding as the rows and B the node of
+    nest has one node; for `run` in a large call, the node that continues A in src when a
+    run and its padding fill RUN_LINE bytes; for a conversion's short runs, the nest (B, C)
+    of B and a node C that continues B's runs in dst); `tile` takes as A and B nests of nodes
+    (tuples, innermost first): B from a node whose source stride is 1, A from the innermost
+    node; `interleave` takes A with its padding as the rows and B the node of
     source stride 1 that steps over them. Every kind writes `pad` zeros after each run of A.
     `convert` is a (src, dst) dtype pair for the conversion kernels (esize is then dst's);
     `tile=False` rules the tile out (a conversion with sum reads dst element by element).
