@@ -170,7 +170,7 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
         rows = Node(k, inner.src, inner.dst, inner.scl)
         others = others + [Node(inner.n // k, inner.src * k, inner.dst * k, inner.scl * k)]
     if tile and not zero and inner.dst == 1 and (rows is inner or rows.n >= TILE_ROWS >> 8):
-        width = space.TILE_WIDTH[esize]
+        width = spec("tile").tile
         # B: src-contiguous nodes from one of stride 1, long enough for long converted lines
         # (or, if A needs one of them, for the tile); A: dst-contiguous nodes from the
         # innermost, a line's worth

@@ -24,7 +24,14 @@ INTERLEAVE_ESIZES = ESIZES + (16, 32)
 KINDS = ("run", "tile", "strided")  # the kinds that also convert
 GROUPS = (2, 4, 8, 16)  # rows of the interleave kind
 RESAMPLE_DTYPES = ("f32", "bf16", "f16", "s8", "u8")
-TILE_WIDTH = {1: 16, 2: 8, 4: 8, 8: 4}  # tile is W x W elements; a row is one register
+# A tile is W x W elements, a row one register. 2-byte elements in 16 rows of 32 bytes, not
+# 8 of 16 (Zen4, alternating A/B, 1 / 2 threads): rand12 (f16 acb -> bac) 1.65 / 1.55-1.7x,
+# bf16 nchw -> nhwc 32x64x56x56 1.0 / 1.3x, nhwc -> nchw 1.04-1.2 / 1.33x, aBcd4b -> abcd
+# (narrow) 1.15x faster at 1 thread. But a conversion into them keeps 8 (CVT_TILE_WIDTH): its
+# narrow B took 1.1-1.35x longer at 2 threads in 16 (rand02, f32 -> bf16 ABcd4b16a4b -> bdca,
+# then behind oneDNN).
+TILE_WIDTH = {1: 16, 2: 16, 4: 8, 8: 4}
+CVT_TILE_WIDTH = {1: 16, 2: 8, 4: 8, 8: 4}
 NARROW = (2, 4)  # tile: B widths under a row that it de-interleaves (see KernelSpec.narrow)
 LINE = 64  # bytes: the tile kernel writes whole cache lines of the destination
 
@@ -60,7 +67,7 @@ class KernelSpec:
 
     @property
     def tile(self) -> int:
-        return TILE_WIDTH[self.esize]
+        return (CVT_TILE_WIDTH if self.cvt else TILE_WIDTH)[self.esize]
 
     @property
     def narrow(self) -> tuple:

@@ -198,13 +198,13 @@ def test_tile_reads_rows_narrower_than_a_row_under_a_mask(tier):
         if esize != 8:  # (a row of 4 elements: 5 columns are more than a row)
             assert kind(esize, (5, 1, 300), (300, 5, 1)) == masked
         assert kind(esize, (2, 1, 300), (300, 2, 1)) == ("tile" if vector else "strided")
-    vector = TIERS[tier].vectors.get(space.TILE_WIDTH[2] * 2)
+    vector = TIERS[tier].vectors.get(space.CVT_TILE_WIDTH[2] * 2)
     masked = "tile" if vector and 2 in vector.maskload else "strided"
     f32_bf16 = ("f32", "bf16")
     assert kind(2, (5, 1, 300), (300, 5, 1), convert=f32_bf16) == masked
     assert kind(2, (3, 1, 300), (300, 16, 1), convert=f32_bf16) == masked  # rows apart
     assert kind(2, (3, 1, 300, 1), (300, 16, 1, 0), convert=f32_bf16) == "strided"  # scales/c
-    vector = TIERS[tier].vectors.get(space.TILE_WIDTH[4] * 4)
+    vector = TIERS[tier].vectors.get(space.CVT_TILE_WIDTH[4] * 4)
     masked = "tile" if vector and 4 in vector.maskload else "strided"
     assert kind(4, (3, 1, 300), (300, 16, 1), convert=("bf16", "f32")) == masked
     assert kind(4, (3, 1, 300), (300, 16, 1), convert=("s8", "f32")) == "strided"  # 1-byte src
@@ -625,3 +625,26 @@ def test_calls_that_fit_in_the_cache_never_stream(cache_size):
     cache_size("32M")
     with pytest.raises(gen.Error, match="GEN_LLC_BYTES.*'32M'"):
         plan.streams(1 << 30)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "uint8"])
+def test_narrow_b_under_a_mask_in_half_and_whole_tiles(dtype):
+    """A B of 1 to 15 channels whose rows lie anywhere (nChw16c -> nchw) or follow each other
+    (nhwc -> nchw) is read under a mask: in half-width tiles where B fits half a row (the
+    tier's half vector has masked loads), else in whole ones. Pixel counts leave tails along
+    A. Same bytes as the reference packing at 1 and 2 threads."""
+    from reference import pack
+    rng = np.random.default_rng(3)
+    size = np.dtype(dtype).itemsize
+    for channels in range(1, 16):
+        for tag, pixels in (("nChw16c", (7, 9)), ("nhwc", (5, 13))):
+            dims = (2, channels) + pixels
+            x = rng.integers(0, 256, int(np.prod(dims)) * size, dtype=np.uint8).view(dtype)
+            x = x.reshape(dims)
+            prim = gen.Reorder(gen.MemoryDesc(dims, dtype, tag),
+                               gen.MemoryDesc(dims, dtype, "nchw"))
+            src = gen.Memory.from_array(x, tag)
+            for threads in (1, 2):
+                out = gen.Memory(prim.dst_desc)
+                prim(src, out, threads=threads)
+                assert bytes(out.data) == pack(x, "nchw").tobytes(), (dims, tag, prim.kernel)

@@ -24,6 +24,8 @@ PAIRS = [((3, 5, 7, 9), "nchw", "nchw"), ((2, 37, 9, 11), "nchw", "nhwc"),
          ((2, 3, 9, 11), "nchw", "nChw16c"), ((2, 10, 12, 11), "aBcd2b", "nchw"),
          ((3, 22, 13, 11), "aBcd4b", "nchw"), ((19, 21, 3, 2), "ABcd4b16a4b", "cdba"),
          ((2, 5, 9, 11), "nhwc", "nchw"), ((2, 3, 9, 11), "nChw16c", "nchw"),
+         # B under a mask in half-width tiles (3, 6 channels) and whole ones (12)
+         ((2, 6, 9, 11), "nChw16c", "nchw"), ((2, 12, 9, 11), "nhwc", "nchw"),
          ((2, 24, 5, 103), "nchw", "nhwc"),  # B of 515: a last chunk of 3 columns
          # into larger blocks: runs of 2-32 bytes interleaved as elements, padded tails
          ((2, 20, 5, 37), "aBcd4b", "aBcd8b"), ((2, 24, 5, 9), "aBcd8b", "aBcd16b"),
