@@ -31,7 +31,7 @@ RESAMPLE_DTYPES = ("f32", "bf16", "f16", "s8", "u8")
 # narrow B took 1.1-1.35x longer at 2 threads in 16 (rand02, f32 -> bf16 ABcd4b16a4b -> bdca,
 # then behind oneDNN).
 TILE_WIDTH = {1: 16, 2: 16, 4: 8, 8: 4}
-CVT_TILE_WIDTH = {1: 16, 2: 8, 4: 8, 8: 4}
+CVT_TILE_WIDTH = {**TILE_WIDTH, 2: 8}
 NARROW = (2, 4)  # tile: B widths under a row that it de-interleaves (see KernelSpec.narrow)
 LINE = 64  # bytes: the tile kernel writes whole cache lines of the destination
 
