@@ -222,11 +222,13 @@ class _Plan:
                       and dtypes.name(key.dtype) == "f32" and int(runs.min()) >= 8
                       and (tb.fields["stream"] > 0 or shrinks))
             # the buffer path of channel runs streams at any thread count where one thread
-            # does: at 2 threads NDHWC 2x up (33.5 MB from 4.2, 16 or 32 channels) took 1.4-1.5x
-            # less time than with plain stores, nCdhw16c's blocks and a 16.8 MB destination the
-            # same (Zen4, alternating A/B; the direct path keeps plain stores there: nChw16c 2x
+            # does and the destination alone fills the last-level cache: at 2 threads NDHWC 2x
+            # up (33.5 MB from 4.2, 16 or 32 channels) took 1.4-1.5x less time than with plain
+            # stores, nCdhw16c's blocks the same; from 2.1 MB into 16.8, plain stores 1.27-1.67x
+            # less (Zen4, alternating A/B; the direct path keeps plain stores there: nChw16c 2x
             # up 1.19x faster with them)
-            if not tb.fields["direct"] and not rows and tb.fields["stream"] > 0:
+            if (not tb.fields["direct"] and not rows and tb.fields["stream"] > 0
+                    and dst_nbytes >= plan.llc_bytes()):
                 tb.scalar("stream", plan.ANY_THREADS)
         # a work item of the direct path takes up to direct_group outer positions whose runs
         # have one length (a blocked layout's channel blocks): they share the table reads. Their
