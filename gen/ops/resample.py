@@ -224,7 +224,7 @@ class _Plan:
             # the buffer path of channel runs streams at any thread count where one thread
             # does and the destination alone fills the last-level cache: at 2 threads NDHWC 2x
             # up (33.5 MB from 4.2, 16 or 32 channels) took 1.4-1.5x less time than with plain
-            # stores, nCdhw16c's blocks the same; from 2.1 MB into 16.8, plain stores 1.27-1.67x
+            # stores, nCdhw16c's blocks the same; from 2.1 MB into 16.8, plain stores 1.3-1.6x
             # less (Zen4, alternating A/B; the direct path keeps plain stores there: nChw16c 2x
             # up 1.19x faster with them)
             if (not tb.fields["direct"] and not rows and tb.fields["stream"] > 0
