@@ -158,14 +158,17 @@ def test_more_threads_stream_only_past_the_cache(cache_size, monkeypatch):
 
 def test_buffer_path_of_channel_runs_streams_at_any_thread_count(cache_size, monkeypatch):
     """Trilinear forward of channel runs (the buffer path, not the direct one) streams at any
-    thread count wherever it streams at one, though the call expands within 1.5x
-    llc_bytes(); NCDHW's rows keep plan.stream_threads' one thread. The same bits either
-    way, at 1 and 2 threads."""
+    thread count wherever it streams at one and its destination alone fills llc_bytes(),
+    though the call expands within 1.5x llc_bytes(); a destination under it, and NCDHW's
+    rows, keep plan.stream_threads' one thread. The same bits either way, at 1 and 2
+    threads."""
     x = np.random.default_rng(8).standard_normal((1, 16, 4, 5, 6)).astype(np.float32)
     monkeypatch.setattr(plan, "STREAM_BYTES", 0)
     cache_size(48 << 10)  # the call moves 69 KB: past the cache, under 1.5x of it
     assert plan_field(x, (8, 10, 12), "ndhwc", "stream") == plan.ANY_THREADS
     assert plan_field(x, (8, 10, 12), "ncdhw", "stream") == 1
+    cache_size(100 << 10)  # the destination's 61 KB stream as a copy's would, at 1 thread
+    assert plan_field(x, (8, 10, 12), "ndhwc", "stream") == 1
     for fmt in ("ndhwc", "ncdhw"):
         src = gen.Memory.from_array(x, format=fmt)
         results = set()
@@ -421,3 +424,42 @@ def test_two_outputs_per_item_where_they_share_long_lines(monkeypatch):
     rs._plan_of.cache_clear()
     assert span((1, 64, 56, 56), (1, 64, 112, 112), "nhwc", backward=False) == 1
     rs._plan_of.cache_clear()
+
+
+# Plain layouts' rows (the kernel's _lines) of 2x up and other ratios, 1-D to 3-D, axes that
+# expand and shrink.
+ROWS = [((2, 3, 5, 6, 7), (10, 12, 14)), ((2, 5, 9, 11), (18, 22)), ((1, 4, 7, 9), (13, 20)),
+        ((1, 2, 6, 8, 9), (12, 16, 18)), ((3, 2, 5, 40), (7, 80)), ((1, 3, 9, 12), (4, 24)),
+        ((2, 3, 17), (34,))]
+ROWS_SCRIPT = r"""
+import json, sys, numpy as np, gen
+out = []
+for dims, sp in json.loads(sys.argv[1]):
+    x = (np.random.default_rng(len(dims) + dims[-1]).standard_normal(dims) * 4).astype(np.float32)
+    plain, last = {3: ("ncw", "nwc"), 4: ("nchw", "nhwc"), 5: ("ncdhw", "ndhwc")}[len(dims)]
+    for dt in ("f32", "bf16"):
+        for fmt in (plain, last):
+            for threads in (1, 2):
+                m = gen.Memory.from_array(x, format=fmt, dtype=dt)
+                y = gen.resample(m, alg="linear", out_spatial=sp, threads=threads)
+                out.append([dt, fmt, y.to_array().astype(np.float32).tobytes().hex()])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("tier", registry.supported())
+def test_plain_rows_give_the_channel_runs_bits(tier):
+    """A plain layout's rows give the bits of the channels-last kernel (the same sums in the
+    same order, other loops), at 1 and 2 threads; and the reference's values."""
+    got = iter(on_tier(tier, ROWS_SCRIPT, ROWS))
+    for dims, sp in ROWS:
+        x = (np.random.default_rng(len(dims) + dims[-1]).standard_normal(dims) * 4)
+        x = x.astype(np.float32)
+        for dt in ("f32", "bf16"):
+            runs = [next(got) for _ in range(4)]
+            assert len({raw for _, _, raw in runs}) == 1, (tier, dims, sp, dt)
+            xs = x.astype(ml_dtypes.bfloat16).astype(np.float32) if dt == "bf16" else x
+            y = np.frombuffer(bytes.fromhex(runs[0][2]), np.float32).reshape(dims[:2] + sp)
+            tol = 2.0 ** -8 if dt == "bf16" else 1e-6  # bf16: the result's rounding
+            scale = rr.forward_abs(xs, sp, "linear") + 1e-30
+            assert np.all(np.abs(y - rr.forward(xs, sp, "linear")) <= tol * scale), (tier, dims)
