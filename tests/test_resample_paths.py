@@ -430,7 +430,10 @@ def test_two_outputs_per_item_where_they_share_long_lines(monkeypatch):
 # expand and shrink.
 ROWS = [((2, 3, 5, 6, 7), (10, 12, 14)), ((2, 5, 9, 11), (18, 22)), ((1, 4, 7, 9), (13, 20)),
         ((1, 2, 6, 8, 9), (12, 16, 18)), ((3, 2, 5, 40), (7, 80)), ((1, 3, 9, 12), (4, 24)),
-        ((2, 3, 17), (34,))]
+        ((2, 3, 17), (34,)),
+        # rows of 16-output steps whose taps' positions, weights or both repeat the step
+        # before (the kernel holds them) or not
+        ((1, 2, 3, 48), (5, 100)), ((1, 2, 3, 64), (4, 112)), ((1, 2, 2, 3, 37), (3, 4, 96))]
 ROWS_SCRIPT = r"""
 import json, sys, numpy as np, gen
 out = []

@@ -320,6 +320,7 @@ class _Plan:
         win16, perm16 = _windows16(_pad8(line))
         tb.array("win16", "int32_t", win16)
         tb.array("perm16", "int32_t", perm16)
+        tb.array("fresh16", "int32_t", _fresh16(win16, perm16, _pad8(weight)))
         tb.scalar("kmax", np.diff(axes01[0]).max() * np.diff(axes01[1]).max())
 
     def run(self, src_addr, dst_addr, threads) -> str:
@@ -422,6 +423,16 @@ def _windows16(index):
     used = (win > 0).repeat(16)
     perm[:, :n // 16 * 16] = (steps - base[None, :, None]).reshape(taps, -1) * used
     return win, perm
+
+
+def _fresh16(win16, perm16, weight):
+    """Per step of 16 outputs: 0 where its tap positions (perm16) and weights are the previous
+    step's and both steps are windowed, else 1 (the kernel loads them again)."""
+    steps = win16.size
+    pos, wt = (t[:, :steps * 16].reshape(t.shape[0], steps, 16) for t in (perm16, weight))
+    same = ((pos[:, 1:] == pos[:, :-1]).all(axis=(0, 2))
+            & (wt[:, 1:] == wt[:, :-1]).all(axis=(0, 2)) & (win16[1:] > 0) & (win16[:-1] > 0))
+    return np.concatenate([[1], ~same]).astype(np.int32)
 
 
 def _offsets(layout: Layout, axis, index) -> np.ndarray:
