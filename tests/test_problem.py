@@ -543,7 +543,8 @@ def test_converting_tiles_of_long_rows_take_a_heap_buffer(cache_size):
     of plan.TILE_HEAP_BUFFER bytes from the heap where the L1 one would hold less than whole
     rows: nchw -> nChw16c of 16 rows of 16384, not rows of 1024 (256x64x32x32), not
     f32 -> bf16, nor items of 128 rows (rand18's), nor a call in the cache. The results are
-    the same with either buffer, at any thread count."""
+    the same with either buffer, at any thread count, rows of 4 KiB (a line apart in the
+    heap's buffer) too."""
     def buffer(dims, src, dst, dtypes=("f32", "s8")):
         return [f["buffer"] for spec, f in bound(dims, src, dst, dtypes) if spec.kind == "tile"]
     cache_size(32 << 20)
@@ -554,20 +555,24 @@ def test_converting_tiles_of_long_rows_take_a_heap_buffer(cache_size):
     assert buffer((6, 48, 167, 146), "bdac", "aBcd4b", ("f32", "u8")) == [0]
     assert buffer((256, 64, 32, 32), "nchw", "nChw16c") == [0]  # 16 whole rows fill 16 KB
     assert buffer((2, 64, 128, 128), "nchw", "nChw16c") == [0]  # 10.5 MB moved
-    dims = (3, 32, 37, 41)  # rows of 1517 elements: 16 of them fill 24 KB
-    x = np.random.default_rng(12).integers(-100, 100, dims).astype(np.float32)
-    want = np.clip(x * 2, -128, 127)  # exact products, saturated
-    results = set()
-    for llc in (1, 1 << 30):
-        cache_size(llc)
-        assert buffer(dims, "nchw", "nChw16c") == [plan.TILE_HEAP_BUFFER if llc == 1 else 0]
-        src = gen.Memory.from_array(x, "nchw")
-        for threads in (1, 2, 3):
-            out = gen.reorder(src, gen.MemoryDesc(dims, "s8", "nChw16c"), scales=[2.0],
-                              threads=threads)
-            assert np.array_equal(out.to_array().astype(np.float32), want), (llc, threads)
-            results.add(bytes(out.data))
-    assert len(results) == 1
+    # rows of 1517 elements: 16 of them fill 24 KB; rows of 4096 with a scale per channel
+    # (4 KiB, converted one at a time, then a line apart in the buffer) into nChw16c and nhwc
+    for dims, dst, mask in (((3, 32, 37, 41), "nChw16c", 0), ((2, 32, 64, 64), "nChw16c", 2),
+                            ((2, 64, 64, 64), "nhwc", 2)):
+        x = np.random.default_rng(12).integers(-100, 100, dims).astype(np.float32)
+        scales = [2.0] * (dims[1] if mask else 1)
+        want = np.clip(x * 2, -128, 127)  # exact products, saturated
+        results = set()
+        for llc in (1, 1 << 30):
+            cache_size(llc)
+            assert buffer(dims, "nchw", dst) == [plan.TILE_HEAP_BUFFER if llc == 1 else 0]
+            src = gen.Memory.from_array(x, "nchw")
+            for threads in (1, 2, 3):
+                out = gen.reorder(src, gen.MemoryDesc(dims, "s8", dst), scales=scales,
+                                  scale_mask=mask, threads=threads)
+                assert np.array_equal(out.to_array().astype(np.float32), want), (llc, threads)
+                results.add(bytes(out.data))
+        assert len(results) == 1, dims
 
 
 def test_runs_go_along_the_source_in_large_calls(cache_size):
