@@ -327,8 +327,8 @@ def _tile_whole_lines(spec, b_tab, rows, b, even, starts) -> bool:
     1 thread, 1.15-1.4x at 2, Zen5, specialised). And so at every outer position: `starts`,
     the piece's destination offset and outer strides (bytes), are whole lines. Else the
     columns start anywhere in a line and may go through the stage (_tile_staged): f32 abc ->
-    cba 2029x32x147 (B the 147 c, 259712 bytes apart; the outer b 8116) 1.2 / 1.35x faster
-    staged than with plain stores at 1 / 2 threads (Zen4)."""
+    cba 2029x32x147 (B the 147 c, 259712 bytes apart; the outer b 8116) 1.2x faster staged
+    than with plain stores at 1 and 2 threads (Zen4)."""
     W = spec.tile
     packed = (even and b.dst == rows and rows < spec.tile_a and rows % W == 0
               and W * rows * spec.esize % LINE == 0 and b.n >= W and b_tab[0] % LINE == 0)
