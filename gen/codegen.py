@@ -155,6 +155,7 @@ def cdef(specs) -> str:
         "             int ntasks, int nthr);",
         "typedef struct { int64_t nouter; const int64_t *src_outer, *dst_outer, *run;",
         "  int64_t out[3]; const int64_t *start[3], *soff[3], *doff[3]; const float *w[3];",
+        "  int64_t ntaps[2];",
         "  int64_t rows, stream; const int32_t *row_off, *win, *perm, *wide;",
         "  const int32_t *win16, *perm16, *fresh16;",
         "  int64_t taps2, pitch, nseg, cw, rsize, kmax, direct, flat, group, prefetch, span;",

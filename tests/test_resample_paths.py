@@ -466,3 +466,50 @@ def test_plain_rows_give_the_channel_runs_bits(tier):
             tol = 2.0 ** -8 if dt == "bf16" else 1e-6  # bf16: the result's rounding
             scale = rr.forward_abs(xs, sp, "linear") + 1e-30
             assert np.all(np.abs(y - rr.forward(xs, sp, "linear")) <= tol * scale), (tier, dims)
+
+
+# Taps along axes 0 and 1 in counts every output shares (forward: 1 or 2 per axis), taken by
+# loops of constant counts, against the general loop (ntaps 0): 3-D (2, 2), 2-D (1, 2) with a
+# shrinking axis, a 3-D axis 0 of one output position (nearest's, backward's counts vary)
+NTAPS = [((1, 3, 5, 6, 7), (10, 12, 14), "ncdhw", "f32", "linear", False, [2, 2]),
+         ((2, 19, 9, 11), (4, 22), "nhwc", "f32", "linear", False, [1, 2]),
+         ((1, 16, 6, 5, 9), (1, 9, 4), "nCdhw16c", "bf16", "linear", False, [2, 2]),
+         ((1, 4, 3, 8, 6), (3, 5, 12), "ncdhw", "f32", "nearest", True, [1, 0]),
+         ((2, 3, 7, 9), (14, 18), "nchw", "f32", "linear", True, [1, 0])]
+NTAPS_SCRIPT = r"""
+import json, sys, numpy as np, gen
+out = []
+for dims, sp, fmt, dt, alg, backward in json.loads(sys.argv[1]):
+    small, big = gen.MemoryDesc(dims, dt, fmt), gen.MemoryDesc(dims[:2] + sp, dt, fmt)
+    prim = (gen.ResampleBackward(big, small, alg=alg) if backward
+            else gen.Resample(small, big, alg=alg))
+    x = np.random.default_rng(dims[-1]).standard_normal(big.dims if backward else dims) * 4
+    src = gen.Memory.from_array(x.astype(np.float32), format=fmt, dtype=dt)
+    runs = [list(prim._plan.tables.fields["ntaps"].values())]
+    for general in (False, True):
+        if general:  # the loop of any counts
+            prim._plan._r.ntaps[0] = prim._plan._r.ntaps[1] = 0
+        dst = gen.Memory(small if backward else big)
+        prim(src, dst)
+        runs.append(bytes(dst.data).hex())
+    out.append(runs + [dst.to_array().astype(np.float32).tolist()])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("tier", registry.supported())
+def test_taps_in_constant_counts_give_the_loops_bits(tier):
+    for (dims, sp, fmt, dt, alg, backward, ntaps), (counts, fast, general, y) in zip(
+            NTAPS, on_tier(tier, NTAPS_SCRIPT, [c[:6] for c in NTAPS])):
+        assert counts == ntaps, (tier, dims, alg, backward)
+        assert fast == general, (tier, dims, alg, backward)
+        x = np.random.default_rng(dims[-1]).standard_normal(dims[:2] + sp if backward else dims)
+        x = (x * 4).astype(np.float32)
+        if dt == "bf16":
+            x = x.astype(ml_dtypes.bfloat16).astype(np.float32)
+        if backward:
+            want, scale = rr.backward(x, dims[2:], alg), rr.backward_abs(x, dims[2:], alg)
+        else:
+            want, scale = rr.forward(x, sp, alg), rr.forward_abs(x, sp, alg)
+        tol = 2.0 ** -8 if dt == "bf16" else 1e-6  # bf16: the result's rounding
+        assert np.all(np.abs(np.array(y) - want) <= tol * scale + 1e-30), (tier, dims, alg)
