@@ -433,33 +433,52 @@ ROWS = [((2, 3, 5, 6, 7), (10, 12, 14)), ((2, 5, 9, 11), (18, 22)), ((1, 4, 7, 9
         ((2, 3, 17), (34,)),
         # rows of 16-output steps whose taps' positions, weights or both repeat the step
         # before (the kernel holds them) or not
-        ((1, 2, 3, 48), (5, 100)), ((1, 2, 3, 64), (4, 112)), ((1, 2, 2, 3, 37), (3, 4, 96))]
+        ((1, 2, 3, 48), (5, 100)), ((1, 2, 3, 64), (4, 112)), ((1, 2, 2, 3, 37), (3, 4, 96)),
+        # rows all in 16-wide steps, in pairs (15 rows: at 2 threads 8 and 7)
+        ((1, 3, 3, 32), (5, 64))]
 ROWS_SCRIPT = r"""
-import json, sys, numpy as np, gen
+import json, os, sys, numpy as np, gen
+from gen import plan
+from gen.ops import resample as rs
+os.environ["GEN_LLC_BYTES"] = "0"  # with STREAM_BYTES 0 below: these small calls stream
 out = []
 for dims, sp in json.loads(sys.argv[1]):
     x = (np.random.default_rng(len(dims) + dims[-1]).standard_normal(dims) * 4).astype(np.float32)
     plain, last = {3: ("ncw", "nwc"), 4: ("nchw", "nhwc"), 5: ("ncdhw", "ndhwc")}[len(dims)]
     for dt in ("f32", "bf16"):
-        for fmt in (plain, last):
-            for threads in (1, 2):
-                m = gen.Memory.from_array(x, format=fmt, dtype=dt)
-                y = gen.resample(m, alg="linear", out_spatial=sp, threads=threads)
-                out.append([dt, fmt, y.to_array().astype(np.float32).tobytes().hex()])
+        for stream_bytes in (1 << 60, 0):  # plain stores, then streaming ones (rows in pairs)
+            plan.STREAM_BYTES = stream_bytes
+            rs._plan_of.cache_clear()
+            for fmt in (plain, last):
+                for threads in (1, 2):
+                    m = gen.Memory.from_array(x, format=fmt, dtype=dt)
+                    y = gen.resample(m, alg="linear", out_spatial=sp, threads=threads)
+                    out.append([dt, fmt, y.to_array().astype(np.float32).tobytes().hex()])
 print(json.dumps(out))
 """
+
+
+def test_rows_all_in_16_wide_steps_go_in_pairs():
+    """The `pairs` field (plain rows, two per row step on avx512): where every output of a
+    row takes a 16-wide step, not where a row has a tail or 16 outputs span more sources."""
+    def pairs(dims, sp):
+        return plan_field(np.zeros(dims, np.float32), sp, "nchw", "pairs")
+    assert pairs((1, 3, 3, 32), (5, 64)) == pairs((1, 2, 3, 64), (4, 112)) == 1
+    assert pairs((1, 2, 3, 48), (5, 100)) == 0  # a tail of 4
+    assert pairs((2, 8, 56, 56), (28, 28)) == 0  # 2x down: 16 outputs read 32 sources
 
 
 @pytest.mark.parametrize("tier", registry.supported())
 def test_plain_rows_give_the_channel_runs_bits(tier):
     """A plain layout's rows give the bits of the channels-last kernel (the same sums in the
-    same order, other loops), at 1 and 2 threads; and the reference's values."""
+    same order, other loops), at 1 and 2 threads, with plain and streaming stores (rows in
+    pairs where `pairs` says so); and the reference's values."""
     got = iter(on_tier(tier, ROWS_SCRIPT, ROWS))
     for dims, sp in ROWS:
         x = (np.random.default_rng(len(dims) + dims[-1]).standard_normal(dims) * 4)
         x = x.astype(np.float32)
         for dt in ("f32", "bf16"):
-            runs = [next(got) for _ in range(4)]
+            runs = [next(got) for _ in range(8)]
             assert len({raw for _, _, raw in runs}) == 1, (tier, dims, sp, dt)
             xs = x.astype(ml_dtypes.bfloat16).astype(np.float32) if dt == "bf16" else x
             y = np.frombuffer(bytes.fromhex(runs[0][2]), np.float32).reshape(dims[:2] + sp)
