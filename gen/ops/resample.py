@@ -173,8 +173,8 @@ class _Plan:
             dst_off = _offsets(key.dst, axis, np.arange(ax.out)) * esize
             tb.array("soff", "int64_t", src_off, k)
             tb.array("doff", "int64_t", dst_off, k)
-            counts = np.diff(ax.start)
             if k < 2:  # the kernel's loops of constant counts (_taps) take 1 or 2
+                counts = np.diff(ax.start)
                 tb.scalar("ntaps", counts[0] if counts[0] in (1, 2) and np.all(counts == counts[0])
                           else 0, k)
         outer_src, outer_dst, runs = _outer(key.dims_out, key.src, key.dst)
