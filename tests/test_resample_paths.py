@@ -156,6 +156,30 @@ def test_more_threads_stream_only_past_the_cache(cache_size, monkeypatch):
     assert len(results) == 1
 
 
+@pytest.mark.parametrize("alg", ["nearest", "linear"])
+def test_a_call_that_shrinks_streams_as_a_copy_of_its_source(alg, cache_size, monkeypatch):
+    """2x up backward reads four times what it writes: it streams at any thread count where
+    twice its source reaches llc_bytes(), though the call's bytes fit (plan.stream_threads
+    of a copy of the source), and not where both fit. The same bits either way, at 1 and 2
+    threads."""
+    dy = np.random.default_rng(6).standard_normal((2, 32, 16, 20)).astype(np.float32)
+    monkeypatch.setattr(plan, "STREAM_BYTES", 0)
+    want, scale = rr.backward(dy, (8, 10), alg), rr.backward_abs(dy, (8, 10), alg)
+    for fmt in ("nhwc", "nchw"):
+        dd = gen.Memory.from_array(dy, format=fmt)  # 80 KB, into 20 KB
+        results = set()
+        for llc, streams in ((1 << 30, 0), (200 << 10, 0), (128 << 10, plan.ANY_THREADS)):
+            cache_size(llc)
+            prim = gen.ResampleBackward(dd.desc, gen.MemoryDesc((2, 32, 8, 10), "f32", fmt),
+                                        alg=alg)
+            assert prim._plan.tables.fields["stream"] == streams, (fmt, llc)
+            for threads in (1, 2):
+                dx = gen.resample_backward(dd, alg=alg, in_spatial=(8, 10), threads=threads)
+                results.add(dx.to_array().tobytes())
+                assert rr.check(dx.to_array(), want, scale, "f32") is None
+        assert len(results) == 1, fmt
+
+
 def test_buffer_path_of_channel_runs_streams_at_any_thread_count(cache_size, monkeypatch):
     """Trilinear forward of channel runs (the buffer path, not the direct one) streams at any
     thread count wherever it streams at one and its destination alone fills llc_bytes(),
