@@ -219,17 +219,19 @@ class _Plan:
         if not nearest:
             self._last_axis(tb, axes[2], [ax.start for ax in axes[:2]], key, esize,
                             int(runs.max()))
-            # two taps along the last axis, at most two along the others (1-D and 2-D), f32,
-            # channel runs of a vector or more, a destination in memory: each output straight
+            # one or two taps along the last axis, at most two along the others (1-D and 2-D),
+            # f32, channel runs of a vector or more, a destination in memory: each output straight
             # from the source (measured 10 % faster there, 20 % slower in cache; trilinear's 4
             # taps: 2.5x slower); in cache too where the last axis shrinks and the runs hold
             # DIRECT_RUNS channels or more, so that the buffer's pass costs more than reading
             # the outputs' taps again (NHWC 2x down, 64 channels 86 -> 78 us, 32: 45 -> 40;
-            # 16, and nChw16c's blocks: 5-10 % slower)
+            # 16, and nChw16c's blocks: 5-10 % slower); and one tap along the last axis
+            # anywhere (backward of 2x down, in cache: NHWC and nChw16c, 16 or 64 channels,
+            # 1.06-1.22x faster at 1 thread; at 2, NHWC 1.1-1.15x; from 25.7 MB, 1.05-1.7x)
             shrinks = key.dims_out[-1] < key.dims_in[-1] and int(runs.min()) >= DIRECT_RUNS
-            tb.scalar("direct", tb.fields["taps2"] == 2 and tb.fields["kmax"] <= 2
+            tb.scalar("direct", tb.fields["taps2"] <= 2 and tb.fields["kmax"] <= 2
                       and dtypes.name(key.dtype) == "f32" and int(runs.min()) >= 8
-                      and (tb.fields["stream"] > 0 or shrinks))
+                      and (tb.fields["stream"] > 0 or shrinks or tb.fields["taps2"] == 1))
             # the buffer path of channel runs streams at any thread count where one thread
             # does and the destination alone fills the last-level cache: at 2 threads NDHWC 2x
             # up (33.5 MB from 4.2, 16 or 32 channels) took 1.4-1.5x less time than with plain
