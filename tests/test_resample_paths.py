@@ -161,8 +161,8 @@ def test_more_threads_stream_only_past_the_cache(cache_size, monkeypatch):
 def test_a_call_that_shrinks_streams_as_a_copy_of_its_source(alg, cache_size, monkeypatch):
     """2x up backward reads four times what it writes: it streams at any thread count where
     twice its source reaches llc_bytes(), though the call's bytes fit (plan.stream_threads
-    of a copy of the source), and not where both fit. The same bits either way, at 1 and 2
-    threads."""
+    of a copy of the source), and not where twice the source fits. The same bits either way,
+    at 1 and 2 threads."""
     dy = np.random.default_rng(6).standard_normal((2, 32, 16, 20)).astype(np.float32)
     monkeypatch.setattr(plan, "STREAM_BYTES", 0)
     want, scale = rr.backward(dy, (8, 10), alg), rr.backward_abs(dy, (8, 10), alg)
@@ -559,23 +559,21 @@ def test_taps_in_constant_counts_give_the_loops_bits(tier):
         assert np.all(np.abs(np.array(y) - want) <= tol * scale + 1e-30), (tier, dims, alg)
 
 
-# One tap along the last axis (backward of 2x or 3x down: each diff_src position takes one
-# diff_dst position or none): direct wherever the runs hold 8 channels or more. Linear and
-# nearest, NHWC, nChw16c, 1-D nwc; 2 taps along axis 1 (5 from 3) or 1
-ONE_TAP = [((2, 64, 5, 8), (3, 4), "nhwc", "linear", True),
-           ((2, 64, 6, 8), (3, 4), "nhwc", "nearest", True),
-           ((3, 32, 5, 9), (2, 4), "nChw16c", "nearest", True),
-           ((2, 24, 11), (5,), "nwc", "linear", True),
-           ((1, 16, 4, 12), (2, 4), "nhwc", "nearest", True)]
+# One tap along the last axis (backward of down-sampling by 2 or more): direct wherever the
+# runs hold 8 channels or more. Linear and nearest, NHWC, nChw16c, 1-D nwc; 2 taps along axis 1
+# (5 from 3) or 1; runs of 12 channels (a tail of 4 on every tier)
+ONE_TAP = [((2, 64, 5, 8), (3, 4), "nhwc", "linear"), ((2, 64, 6, 8), (3, 4), "nhwc", "nearest"),
+           ((3, 32, 5, 9), (2, 4), "nChw16c", "nearest"), ((2, 24, 11), (5,), "nwc", "linear"),
+           ((1, 16, 4, 12), (2, 4), "nhwc", "nearest"), ((2, 12, 6, 8), (3, 4), "nhwc", "linear")]
 ONE_TAP_SCRIPT = r"""
 import json, sys, numpy as np, gen
 out = []
-for dims, sp, fmt, alg, backward in json.loads(sys.argv[1]):
+for dims, sp, fmt, alg in json.loads(sys.argv[1]):
     small, big = gen.MemoryDesc(dims, "f32", fmt), gen.MemoryDesc(dims[:2] + sp, "f32", fmt)
-    prim = (gen.ResampleBackward(big, small, alg=alg) if backward
-            else gen.Resample(small, big, alg=alg))
-    x = np.random.default_rng(dims[-1]).standard_normal(big.dims if backward else dims) * 4
+    prim = gen.ResampleBackward(big, small, alg=alg)
+    x = np.random.default_rng(dims[-1]).standard_normal(big.dims) * 4
     x.flat[::7] = -0.0  # signed zeros take the same path
+    x.flat[3::13] = -2.0 ** -149  # and products that round to -0 (0.5 times this)
     src = gen.Memory.from_array(x.astype(np.float32), format=fmt)
     fields = prim._plan.tables.fields
     runs = [[fields["taps2"], fields["direct"]]]
@@ -583,7 +581,7 @@ for dims, sp, fmt, alg, backward in json.loads(sys.argv[1]):
         for buffered in (False, True):
             r = prim._plan._r
             r.direct, r.group = (0, 1) if buffered else (fields["direct"], fields["group"])
-            dst = gen.Memory(small if backward else big)
+            dst = gen.Memory(small)
             prim(src, dst, threads=threads)
             runs.append(bytes(dst.data).hex())
     out.append(runs + [dst.to_array().tolist()])
@@ -595,16 +593,15 @@ print(json.dumps(out))
 def test_one_tap_direct_gives_the_buffers_bits(tier):
     """Where the last axis takes one tap, each output comes straight from the source (NHWC 2x
     down backward 1.2x faster in cache) with the buffer's bits, signed zeros included, at 1
-    and 2 threads; and the reference's values."""
-    for (dims, sp, fmt, alg, backward), (flags, *raw, y) in zip(
-            ONE_TAP, on_tier(tier, ONE_TAP_SCRIPT, ONE_TAP)):
-        assert flags == [1, 1], (tier, dims, alg)  # (the scalar tier has no direct path)
-        assert len(set(raw)) == 1, (tier, dims, alg, backward)
-        x = np.random.default_rng(dims[-1]).standard_normal(dims[:2] + sp if backward else dims)
-        x = (x * 4).astype(np.float32)
+    and 2 threads; and the reference's values. (The plans say direct on every tier; the
+    scalar kernel has no direct path, so there both runs take the buffer.)"""
+    for (dims, sp, fmt, alg), (flags, *raw, y) in zip(ONE_TAP,
+                                                     on_tier(tier, ONE_TAP_SCRIPT, ONE_TAP)):
+        assert flags == [1, 1], (tier, dims, alg)
+        assert len(set(raw)) == 1, (tier, dims, alg)
+        x = (np.random.default_rng(dims[-1]).standard_normal(dims[:2] + sp) * 4)
         x.flat[::7] = -0.0
-        if backward:
-            want, scale = rr.backward(x, dims[2:], alg), rr.backward_abs(x, dims[2:], alg)
-        else:
-            want, scale = rr.forward(x, sp, alg), rr.forward_abs(x, sp, alg)
+        x.flat[3::13] = -2.0 ** -149
+        x = x.astype(np.float32)
+        want, scale = rr.backward(x, dims[2:], alg), rr.backward_abs(x, dims[2:], alg)
         assert np.all(np.abs(np.array(y) - want) <= 1e-6 * scale + 1e-30), (tier, dims, alg)

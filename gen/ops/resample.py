@@ -193,7 +193,8 @@ class _Plan:
         # stores keep the destination there, faster than streaming at the memory's rate
         # (Zen5, 2 threads, 2x up: 25.7 MB from 6.4 nChw16c 15-30 % faster, NCHW and NHWC
         # 10-15 %; 33.5 MB from 4.2, NCDHW and NDHWC, the same; oneDNN v3.13 switches alike
-        # on this machine). A call that shrinks counts as a copy of its source, at any thread
+        # on this machine). Backward that shrinks counts as a copy of its source (all of
+        # diff_dst is read, unlike a forward call that skips source lines), at any thread
         # count: reading it evicts the destination from the cache anyway (2x up backward,
         # 6.4 MB from 25.7: nearest and linear, NCHW, NHWC and nChw16c, 1.1-1.2x faster
         # streaming at 1 thread, at 2 as fast or up to 1.2x faster; Zen4, alternating runs)
@@ -202,8 +203,9 @@ class _Plan:
             src_nbytes = math.prod(key.dims_in) * esize
             traffic = src_nbytes + math.prod(key.dims_out) * esize
             stream = (plan.stream_threads(dst_nbytes, traffic=traffic)
-                      or int(plan.streams(dst_nbytes))
-                      or plan.stream_threads(dst_nbytes, traffic=2 * src_nbytes))
+                      or int(plan.streams(dst_nbytes)))
+            if not stream and key.backward:
+                stream = plan.stream_threads(dst_nbytes, traffic=2 * src_nbytes)
         tb.scalar("stream", stream)
         if nearest and rows:
             tb.array("row_off", "int32_t", _pad8(src_off))
