@@ -380,7 +380,7 @@ def test_nearest_streams_the_sources_bytes(tier):
 # once (_combine2), against items of one: backward 2x up (odd output counts: the last item
 # has one output; 19 channels: tails of a vector step), nChw16c blocks, forward 2.2x up in the
 # cache (not the direct path), trilinear forward (4 taps along axes 0 and 1), bf16 (converting
-# loads). SPAN_LINE_BYTES is lowered to take these small cases.
+# loads). SPAN_LINE_BYTES (and _BACKWARD) is lowered to take these small cases.
 SPAN = [((2, 19, 7, 9), (14, 18), "nhwc", True, "f32"),
         ((2, 32, 5, 6), (10, 12), "nChw16c", True, "f32"),
         ((1, 24, 5, 7), (11, 15), "nhwc", False, "f32"),
@@ -395,7 +395,7 @@ for dims, sp, fmt, backward, dt in json.loads(sys.argv[1]):
     x = (np.random.default_rng(dims[1]).standard_normal(small if backward else dims) * 4)
     x = gen.Memory.from_array(x.astype(np.float32), format=fmt, dtype=dt)
     for line_bytes in (1 << 60, 0):
-        rs.SPAN_LINE_BYTES = line_bytes
+        rs.SPAN_LINE_BYTES = rs.SPAN_LINE_BYTES_BACKWARD = line_bytes
         rs._plan_of.cache_clear()
         for threads in (1, 2):
             if backward:
@@ -432,17 +432,22 @@ def test_two_outputs_per_item_give_the_same_bits(tier):
 
 def test_two_outputs_per_item_where_they_share_long_lines(monkeypatch):
     """Span 2 where the outputs 2i, 2i + 1 of axis 1 share source lines of SPAN_LINE_BYTES
-    or more, combined over SPAN_TAPS taps at most, on the buffer path: NHWC 2x up backward
-    with 64 channels (lines of 28 KB), not 16 (7 KB), nor nearest's (its outputs share no
-    source), nor trilinear backward's 16 taps (NDHWC with 64 channels, 16 KB lines), nor the
-    direct path (NHWC 2x up forward into a destination that streams)."""
+    or more (backward: SPAN_LINE_BYTES_BACKWARD), combined over SPAN_TAPS taps at most, on
+    the buffer path: NHWC 2x up backward with 64 channels (lines of 28 KB) or 16 (7 KB),
+    nChw16c's blocks (7 KB), not 8 channels (3.5 KB), nor trilinear forward's 8 KB lines
+    (NDHWC with 64 channels), nor nearest's (its outputs share no source), nor trilinear
+    backward's 16 taps (16 KB lines), nor the direct path (NHWC 2x up forward into a
+    destination that streams)."""
     def span(small, big, fmt, alg="linear", backward=True):
         s, b = gen.MemoryDesc(small, "f32", fmt), gen.MemoryDesc(big, "f32", fmt)
         prim = gen.ResampleBackward(b, s, alg=alg) if backward else gen.Resample(s, b, alg=alg)
         return prim._plan.tables.fields["span"]
     rs._plan_of.cache_clear()
     assert span((1, 64, 56, 56), (1, 64, 112, 112), "nhwc") == 2
-    assert span((1, 16, 56, 56), (1, 16, 112, 112), "nhwc") == 1
+    assert span((1, 16, 56, 56), (1, 16, 112, 112), "nhwc") == 2
+    assert span((1, 64, 56, 56), (1, 64, 112, 112), "nChw16c") == 2
+    assert span((1, 8, 56, 56), (1, 8, 112, 112), "nhwc") == 1
+    assert span((1, 64, 4, 8, 32), (1, 64, 8, 16, 64), "ndhwc", backward=False) == 1
     assert span((1, 64, 56, 56), (1, 64, 112, 112), "nhwc", "nearest") == 1
     assert span((1, 64, 4, 8, 64), (1, 64, 8, 16, 128), "ndhwc") == 1
     monkeypatch.setattr(plan, "STREAM_BYTES", 0)

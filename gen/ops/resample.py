@@ -41,9 +41,10 @@ GROUP_BYTES = 128 << 10
 # backward's 112 KB (4 lines of 28) gained 1-10 %, NDHWC's 64 KB (16 lines) took 1.6x longer.
 PREFETCH_BYTES = 32 << 10
 # Two outputs of axis 1 per item (see _Plan: span) where the combined taps are this few and
-# one output's source line this long at least.
+# one output's source line this long at least (forward, backward).
 SPAN_TAPS = 4
 SPAN_LINE_BYTES = 12 << 10
+SPAN_LINE_BYTES_BACKWARD = 6 << 10
 # An output size past any descriptor's (floor(in * factor) of a huge factor)
 MAX_SIZE = 1 << 62
 # Channels-last by rank: the format "any" picks (runs of channels vectorise).
@@ -265,19 +266,21 @@ class _Plan:
                   and 2 * math.prod(key.dims_in) * esize >= plan.llc_bytes())
         # two outputs of axis 1 per item on the buffer path, whose sources overlap (2x up
         # backward: 4 taps, 2 shared), with SPAN_TAPS taps at most of source lines of
-        # SPAN_LINE_BYTES or more: combined together (_combine2), each line they share is read
-        # from memory once, while it is in L1. Zen4, alternating A/B, 1 / 2 threads: NHWC 2x up
-        # backward with 64 channels (lines of 28 KB) 1.18 / 1.06x faster, 128 channels 1.12x,
-        # 32 channels 1.05x at 1 thread; shorter lines took longer (16 channels and nChw16c's
-        # blocks, 7 KB: 1.04-1.08x, NDHWC 2x up forward, 2 KB: 1.6x), and 16 taps did too (NDHWC
-        # 2x up backward, 4 and 16 KB: 1.2x)
+        # SPAN_LINE_BYTES (backward: _BACKWARD) or more: combined together (_combine2), each
+        # line they share is read from memory once, while it is in L1. Zen4, alternating A/B,
+        # 1 / 2 threads: NHWC 2x up backward with 64 channels (lines of 28 KB) 1.18 / 1.06x
+        # faster, 128 channels 1.12x, 32 channels 1.05x at 1 thread; since the combine's steps
+        # of 4 taps are unrolled, 7 KB lines too (nChw16c's blocks 1.1-1.2 / 1.2x, NHWC with 16
+        # channels 1.1 / 1.08x), but not forward's (NDHWC 2x up, 6 and 8 KB: 1.0-1.17x slower,
+        # 2 KB: 1.6x); 16 taps took longer (NDHWC 2x up backward, 4 and 16 KB: 1.2x)
         span = 1
         if not nearest and not tb.fields["direct"] and tb.fields["kmax"] <= SPAN_TAPS:
             seg = tb.fields["seg"][1]
             line = max(hi - lo for lo, hi in zip(seg[2::4], seg[3::4])) * run * esize
+            least = SPAN_LINE_BYTES_BACKWARD if key.backward else SPAN_LINE_BYTES
             span = 2 if (tb.fields["flat"] == run and tb.fields["cw"] >= run
                          and not (rows and tb.fields["nseg"] == 1)
-                         and line >= SPAN_LINE_BYTES and _overlap(axes[1])) else 1
+                         and line >= least and _overlap(axes[1])) else 1
         tb.scalar("span", span)
         # groups of outer positions x rows of the last axis: the work, per thread of a row
         # at least
