@@ -517,6 +517,68 @@ def test_plain_rows_give_the_channel_runs_bits(tier):
             assert np.all(np.abs(y - rr.forward(xs, sp, "linear")) <= tol * scale), (tier, dims)
 
 
+# A plan's kernel as planned and with fields of its bound struct forced (a general path), at
+# 1 and 2 threads, in a process on one tier: per case (dims, out spatial, format, dtype, alg,
+# backward, input values), the plan's fields `names`, the four results' bytes, and the last
+# one's values
+FORCED_SCRIPT = r"""
+import json, sys, numpy as np, gen
+with open(json.loads(sys.argv[1])) as f:
+    cases, forced, names = json.load(f)
+out = []
+for dims, sp, fmt, dt, alg, backward, x in cases:
+    small, big = gen.MemoryDesc(dims, dt, fmt), gen.MemoryDesc(dims[:2] + sp, dt, fmt)
+    prim = (gen.ResampleBackward(big, small, alg=alg) if backward
+            else gen.Resample(small, big, alg=alg))
+    src = gen.Memory.from_array(np.array(x, np.float32), format=fmt, dtype=dt)
+    fields, r = prim._plan.tables.fields, prim._plan._r
+    listed = lambda v: [int(e) for e in v.values()] if isinstance(v, dict) else int(v)
+    planned = {k: listed(fields[k]) for k in forced}
+    raw = []
+    for threads in (1, 2):
+        for values in (planned, forced):
+            for k, v in values.items():
+                if isinstance(v, list):
+                    for i, e in enumerate(v):
+                        getattr(r, k)[i] = e
+                else:
+                    setattr(r, k, v)
+            dst = gen.Memory(small if backward else big)
+            prim(src, dst, threads=threads)
+            raw.append(bytes(dst.data).hex())
+    out.append([[listed(fields[k]) for k in names], raw,
+                dst.to_array().astype(np.float32).tolist()])
+print(json.dumps(out))
+"""
+
+
+def forced_runs(tier, cases, forced, names, folder):
+    """FORCED_SCRIPT's output for cases (dims, out spatial, format, dtype, alg, backward, x),
+    handed over in a file in `folder` (the inputs pass the limit of a command line)."""
+    path = folder / "cases.json"
+    path.write_text(json.dumps([[c[:6] + (np.asarray(c[6]).tolist(),) for c in cases], forced,
+                                names]))
+    return on_tier(tier, FORCED_SCRIPT, str(path))
+
+
+def check_reference(y, x, case):
+    """y within the API's rounding of the float64 reference from x (f32 values of the input)."""
+    dims, sp, _, dt, alg, backward = case[:6]
+    if backward:
+        want, scale = rr.backward(x, dims[2:], alg), rr.backward_abs(x, dims[2:], alg)
+    else:
+        want, scale = rr.forward(x, sp, alg), rr.forward_abs(x, sp, alg)
+    tol = 2.0 ** -8 if dt == "bf16" else 1e-6  # bf16: the result's rounding
+    assert np.all(np.abs(np.array(y) - want) <= tol * scale + 1e-30), case[:6]
+
+
+def forced_input(dims, sp, backward, dt="f32"):
+    """The input of a FORCED_SCRIPT case: normal values times 4, in dt's precision."""
+    x = np.random.default_rng(dims[-1]).standard_normal(dims[:2] + sp if backward else dims)
+    x = (x * 4).astype(np.float32)
+    return x.astype(ml_dtypes.bfloat16).astype(np.float32) if dt == "bf16" else x
+
+
 # Taps along axes 0 and 1 in counts every output shares (forward: 1 or 2 per axis), taken by
 # loops of constant counts, against the general loop (ntaps 0): 3-D (2, 2), 2-D (1, 2) with a
 # shrinking axis, a 3-D axis 0 of one output position (nearest's, backward's counts vary)
@@ -525,43 +587,16 @@ NTAPS = [((1, 3, 5, 6, 7), (10, 12, 14), "ncdhw", "f32", "linear", False, [2, 2]
          ((1, 16, 6, 5, 9), (1, 9, 4), "nCdhw16c", "bf16", "linear", False, [2, 2]),
          ((1, 4, 3, 8, 6), (3, 5, 12), "ncdhw", "f32", "nearest", True, [1, 0]),
          ((2, 3, 7, 9), (14, 18), "nchw", "f32", "linear", True, [1, 0])]
-NTAPS_SCRIPT = r"""
-import json, sys, numpy as np, gen
-out = []
-for dims, sp, fmt, dt, alg, backward in json.loads(sys.argv[1]):
-    small, big = gen.MemoryDesc(dims, dt, fmt), gen.MemoryDesc(dims[:2] + sp, dt, fmt)
-    prim = (gen.ResampleBackward(big, small, alg=alg) if backward
-            else gen.Resample(small, big, alg=alg))
-    x = np.random.default_rng(dims[-1]).standard_normal(big.dims if backward else dims) * 4
-    src = gen.Memory.from_array(x.astype(np.float32), format=fmt, dtype=dt)
-    runs = [list(prim._plan.tables.fields["ntaps"].values())]
-    for general in (False, True):
-        if general:  # the loop of any counts
-            prim._plan._r.ntaps[0] = prim._plan._r.ntaps[1] = 0
-        dst = gen.Memory(small if backward else big)
-        prim(src, dst)
-        runs.append(bytes(dst.data).hex())
-    out.append(runs + [dst.to_array().astype(np.float32).tolist()])
-print(json.dumps(out))
-"""
 
 
 @pytest.mark.parametrize("tier", registry.supported())
-def test_taps_in_constant_counts_give_the_loops_bits(tier):
-    for (dims, sp, fmt, dt, alg, backward, ntaps), (counts, fast, general, y) in zip(
-            NTAPS, on_tier(tier, NTAPS_SCRIPT, [c[:6] for c in NTAPS])):
-        assert counts == ntaps, (tier, dims, alg, backward)
-        assert fast == general, (tier, dims, alg, backward)
-        x = np.random.default_rng(dims[-1]).standard_normal(dims[:2] + sp if backward else dims)
-        x = (x * 4).astype(np.float32)
-        if dt == "bf16":
-            x = x.astype(ml_dtypes.bfloat16).astype(np.float32)
-        if backward:
-            want, scale = rr.backward(x, dims[2:], alg), rr.backward_abs(x, dims[2:], alg)
-        else:
-            want, scale = rr.forward(x, sp, alg), rr.forward_abs(x, sp, alg)
-        tol = 2.0 ** -8 if dt == "bf16" else 1e-6  # bf16: the result's rounding
-        assert np.all(np.abs(np.array(y) - want) <= tol * scale + 1e-30), (tier, dims, alg)
+def test_taps_in_constant_counts_give_the_loops_bits(tier, tmp_path):
+    cases = [c[:6] + (forced_input(c[0], c[1], c[5], c[3]),) for c in NTAPS]
+    got = forced_runs(tier, cases, {"ntaps": [0, 0]}, ["ntaps"], tmp_path)
+    for case, ntaps, ([counts], raw, y) in zip(cases, (c[6] for c in NTAPS), got):
+        assert counts == ntaps, case[:6]
+        assert len(set(raw)) == 1, case[:6]
+        check_reference(y, case[6], case)
 
 
 # One tap along the last axis (backward of down-sampling by 2 or more): direct wherever the
@@ -570,43 +605,22 @@ def test_taps_in_constant_counts_give_the_loops_bits(tier):
 ONE_TAP = [((2, 64, 5, 8), (3, 4), "nhwc", "linear"), ((2, 64, 6, 8), (3, 4), "nhwc", "nearest"),
            ((3, 32, 5, 9), (2, 4), "nChw16c", "nearest"), ((2, 24, 11), (5,), "nwc", "linear"),
            ((1, 16, 4, 12), (2, 4), "nhwc", "nearest"), ((2, 12, 6, 8), (3, 4), "nhwc", "linear")]
-ONE_TAP_SCRIPT = r"""
-import json, sys, numpy as np, gen
-out = []
-for dims, sp, fmt, alg in json.loads(sys.argv[1]):
-    small, big = gen.MemoryDesc(dims, "f32", fmt), gen.MemoryDesc(dims[:2] + sp, "f32", fmt)
-    prim = gen.ResampleBackward(big, small, alg=alg)
-    x = np.random.default_rng(dims[-1]).standard_normal(big.dims) * 4
-    x.flat[::7] = -0.0  # signed zeros take the same path
-    x.flat[3::13] = -2.0 ** -149  # and products that round to -0 (0.5 times this)
-    src = gen.Memory.from_array(x.astype(np.float32), format=fmt)
-    fields = prim._plan.tables.fields
-    runs = [[fields["taps2"], fields["direct"]]]
-    for threads in (1, 2):
-        for buffered in (False, True):
-            r = prim._plan._r
-            r.direct, r.group = (0, 1) if buffered else (fields["direct"], fields["group"])
-            dst = gen.Memory(small)
-            prim(src, dst, threads=threads)
-            runs.append(bytes(dst.data).hex())
-    out.append(runs + [dst.to_array().tolist()])
-print(json.dumps(out))
-"""
 
 
 @pytest.mark.parametrize("tier", registry.supported())
-def test_one_tap_direct_gives_the_buffers_bits(tier):
+def test_one_tap_direct_gives_the_buffers_bits(tier, tmp_path):
     """Where the last axis takes one tap, each output comes straight from the source (NHWC 2x
     down backward 1.2x faster in cache) with the buffer's bits, signed zeros included, at 1
     and 2 threads; and the reference's values. (The plans say direct on every tier; the
     scalar kernel has no direct path, so there both runs take the buffer.)"""
-    for (dims, sp, fmt, alg), (flags, *raw, y) in zip(ONE_TAP,
-                                                     on_tier(tier, ONE_TAP_SCRIPT, ONE_TAP)):
-        assert flags == [1, 1], (tier, dims, alg)
-        assert len(set(raw)) == 1, (tier, dims, alg)
-        x = (np.random.default_rng(dims[-1]).standard_normal(dims[:2] + sp) * 4)
-        x.flat[::7] = -0.0
-        x.flat[3::13] = -2.0 ** -149
-        x = x.astype(np.float32)
-        want, scale = rr.backward(x, dims[2:], alg), rr.backward_abs(x, dims[2:], alg)
-        assert np.all(np.abs(np.array(y) - want) <= 1e-6 * scale + 1e-30), (tier, dims, alg)
+    cases = []
+    for dims, sp, fmt, alg in ONE_TAP:
+        x = forced_input(dims, sp, True)
+        x.flat[::7] = -0.0  # signed zeros take the same path
+        x.flat[3::13] = -2.0 ** -149  # and products that round to -0 (0.5 times this)
+        cases.append((dims, sp, fmt, "f32", alg, True, x))
+    got = forced_runs(tier, cases, {"direct": 0, "group": 1}, ["taps2", "direct"], tmp_path)
+    for case, (flags, raw, y) in zip(cases, got):
+        assert flags == [1, 1], case[:6]
+        assert len(set(raw)) == 1, case[:6]
+        check_reference(y, case[6], case)
