@@ -53,8 +53,20 @@ def forget() -> None:
     _plans_changed()
 
 
+def _file_path(path):
+    """`path` (str, bytes or os.PathLike) as a str; a file descriptor (an int, which open()
+    would take and then close) or any other object is refused."""
+    if isinstance(path, (str, bytes, os.PathLike)):
+        name = os.fsdecode(os.fspath(path))
+        if name:
+            return name
+    raise Error(f"wisdom path must be a non-empty file name (str, bytes or os.PathLike), "
+                f"not {path!r}")
+
+
 def save(path) -> int:
     """Writes this process's wisdom to `path` (JSON); returns the number of problems."""
+    path = _file_path(path)
     data = {"format": FORMAT, "stamp": stamp(),
             "problems": {k: {"kinds": list(c.kinds), "stream": c.stream, "order": c.order}
                          for k, c in sorted(_known.items())}}
@@ -71,6 +83,7 @@ def save(path) -> int:
 def load(path) -> int:
     """Adds the wisdom of `path` (written by `save` of the same gen build); returns the number
     of problems read."""
+    path = _file_path(path)
     try:
         with open(path) as f:
             data = json.load(f)

@@ -189,6 +189,19 @@ def test_wisdom_files_that_are_refused(tmp_path):
     raises_gen(lambda: gen.save_wisdom(tmp_path / "no" / "dir" / "w.json"), "cannot write")
 
 
+def test_wisdom_paths_that_are_not_file_names(tmp_path, monkeypatch):
+    """None, a number (open() would take an int as a file descriptor, and close it) or an
+    empty name: gen.Error naming the value, before any file is touched (save_wisdom(None)
+    left a file 'None.<pid>.tmp'); bytes names work."""
+    monkeypatch.chdir(tmp_path)
+    for bad in (None, 1, True, 2.5, "", b""):
+        for fn in (gen.load_wisdom, gen.save_wisdom):
+            raises_gen(lambda: fn(bad), repr(bad))
+    assert list(tmp_path.iterdir()) == []
+    name = bytes(tmp_path / "w.json")
+    assert gen.save_wisdom(name) == gen.load_wisdom(name)
+
+
 def test_wisdom_for_other_pieces_is_ignored():
     """A choice whose piece count does not fit the problem (a corrupted file) is not used."""
     src, dst = gen.MemoryDesc((2, 21, 6, 5), "f32", "nchw"), \
