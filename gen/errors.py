@@ -1,4 +1,8 @@
-"""The exception type of the public API, and read-only attributes."""
+"""The exception type of the public API, arguments that do not fit a signature, and
+read-only attributes."""
+import functools
+import inspect
+import reprlib
 
 
 class Error(ValueError):
@@ -27,3 +31,38 @@ class SetOnce:
 
     def __delattr__(self, name):
         read_only(self, name)
+
+
+def checked(obj):
+    """A public function, or a class's __init__, __call__ and public methods: a call whose
+    arguments do not fit the signature (an unknown keyword, one positional too many, a missing
+    one) raises gen.Error naming them instead of Python's TypeError. Other errors pass as they
+    are; a call that fits costs one more frame."""
+    if not isinstance(obj, type):
+        return _checked_function(obj)
+    for name, attr in list(vars(obj).items()):
+        if name.startswith("_") and name not in ("__init__", "__call__"):
+            continue
+        if isinstance(attr, classmethod):
+            setattr(obj, name, classmethod(_checked_function(attr.__func__)))
+        elif inspect.isfunction(attr):
+            setattr(obj, name, _checked_function(attr))
+    return obj
+
+
+def _checked_function(fn):
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except TypeError:
+            try:
+                inspect.signature(fn).bind(*args, **kwargs)
+            except TypeError as bad:
+                method = "." in fn.__qualname__  # args[0] is the instance or class
+                given = [reprlib.repr(a) for a in args[method:]] + [
+                    f"{k}={reprlib.repr(v)}" for k, v in kwargs.items()]
+                name = fn.__qualname__.removesuffix(".__init__")
+                raise Error(f"{name}: {bad} (given: {', '.join(given) or 'nothing'})") from None
+            raise
+    return call

@@ -34,7 +34,7 @@ from pathlib import Path
 import _cffi_backend
 
 from . import codegen, compile, constants, registry, runtime
-from .errors import Error
+from .errors import Error, checked
 
 SECOND_RUN = 2
 # Below this many bytes moved per call a call costs about the same either way (~2 us of
@@ -148,6 +148,7 @@ _reset()
 os.register_at_fork(after_in_child=_reset)
 
 
+@checked
 def wait(timeout=None) -> bool:
     """`gen.jit_wait`: wait until every requested specialisation is built (or failed);
     False when `timeout` seconds passed first."""

@@ -14,7 +14,7 @@ import re
 import numpy as np
 
 from . import dtypes
-from .errors import Error, read_only
+from .errors import Error, checked, read_only
 
 LETTERS = "abcdefghijkl"
 MAX_NDIMS = len(LETTERS)
@@ -100,6 +100,7 @@ def _block_products(ndims, blocks):
     return prod
 
 
+@checked
 class MemoryDesc:
     """`gen.MemoryDesc(dims, dtype, format=None, *, strides=None)`: see API.md."""
 

@@ -6,13 +6,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import dtypes
-from .errors import Error, read_only
+from .errors import Error, checked, read_only
 from .layout import MemoryDesc
 from .problem import Layout
 
 ALIGN = 64
 
 
+@checked
 class Memory:
     """`gen.Memory(desc, buffer=None)`: see API.md "Memory objects"."""
 

@@ -11,7 +11,7 @@ import math
 import os
 
 from . import codegen, space
-from .errors import Error
+from .errors import Error, checked
 from .isa import TIERS
 from .problem import Node
 
@@ -34,6 +34,7 @@ def supported() -> tuple:
 
 
 @functools.lru_cache(maxsize=None)
+@checked
 def isa() -> str:
     """The tier the registry dispatches to."""
     best = supported()[-1]
@@ -55,6 +56,7 @@ def module():
 MOVERS = ("shuffle_channels", "shuffle_channels_backward")
 
 
+@checked
 def kernels(op=None):
     """Descriptions of every built kernel of every tier, once per op that uses it."""
     if op is not None and not isinstance(op, str):

@@ -5,7 +5,7 @@ import operator
 import os
 import sys
 
-from .errors import Error
+from .errors import Error, checked
 
 _LEVEL = os.environ.get("GEN_VERBOSE", "0").strip()
 VERBOSE = _LEVEL not in ("", "0")  # one line per executed op
@@ -42,6 +42,7 @@ def _default_threads() -> int:
 _threads = None
 
 
+@checked
 def set_num_threads(n) -> None:
     global _threads
     _threads = _check_threads(n, "number of threads")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from . import jit, plan, runtime, wisdom
-from .errors import Error
+from .errors import Error, checked
 from .memory import Memory
 from .ops.reorder import Reorder
 from .ops.resample import _Primitive as ResamplePrimitive
@@ -37,6 +37,7 @@ def _scratch(desc) -> Memory:
     return m
 
 
+@checked
 def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
     """Measures `primitive`'s kernel choices at `threads`, switches it to the fastest and
     records that as wisdom. Returns {"kernel": chosen kernel, "candidates": {kernel: us}}."""

@@ -13,7 +13,7 @@ import os
 from collections import namedtuple
 
 from . import codegen, space
-from .errors import Error
+from .errors import Error, checked
 from .isa import TIERS
 
 # A kernel kind per piece of the problem, whether large stores stream past the cache, and the
@@ -47,6 +47,7 @@ def record(problem_key: str, choice: Choice) -> None:
     _plans_changed()
 
 
+@checked
 def forget() -> None:
     """Drop all wisdom of this process (plans made afterwards use the registry's guess)."""
     _known.clear()
@@ -64,6 +65,7 @@ def _file_path(path):
                 f"not {path!r}")
 
 
+@checked
 def save(path) -> int:
     """Writes this process's wisdom to `path` (JSON); returns the number of problems."""
     path = _file_path(path)
@@ -80,6 +82,7 @@ def save(path) -> int:
     return len(_known)
 
 
+@checked
 def load(path) -> int:
     """Adds the wisdom of `path` (written by `save` of the same gen build); returns the number
     of problems read."""

@@ -1280,6 +1280,40 @@ def test_found_by_fuzzing(call):
     expect_gen_error(lambda: eval(call, {"gen": gen, "np": np}))
 
 
+def _entry_points():
+    """Every public function, constructor, primitive call and method, with valid arguments."""
+    x = np.zeros((1, 4, 3, 3), np.float32)
+    md, md2 = gen.MemoryDesc(x.shape, "f32"), gen.MemoryDesc((1, 4, 6, 6), "f32")
+    mem, mem_b, mem2 = gen.Memory(md), gen.Memory(md), gen.Memory(md2)
+    reorder, shuffle = gen.Reorder(md, md), gen.ShuffleChannels(md, 1, 2)
+    up, down = gen.Resample(md, md2), gen.ResampleBackward(md2, md)
+    return [
+        (gen.reorder, (x, "nchw"), {}), (gen.Reorder, (md, md), {}), (reorder, (mem, mem_b), {}),
+        (gen.shuffle_channels, (x, 1, 2), {}), (gen.shuffle_channels_backward, (x, 1, 2), {}),
+        (gen.ShuffleChannels, (md, 1, 2), {}), (shuffle, (mem, mem_b), {}),
+        (gen.resample, (x,), {"out_spatial": (6, 6)}),
+        (gen.resample_backward, (mem2,), {"alg": "nearest", "in_spatial": (3, 3)}),
+        (gen.Resample, (md, md2), {}), (gen.ResampleBackward, (md2, md), {}),
+        (up, (mem, mem2), {}), (down, (mem2, mem), {}),
+        (gen.MemoryDesc, ((2, 3), "f32"), {}), (md.permute_axes, ((0, 1, 2, 3),), {}),
+        (md.reshape, ((4, 9),), {}), (gen.Memory, (md,), {}), (mem.to_array, (), {}),
+        (gen.Memory.from_array, (x,), {}), (gen.isa, (), {}), (gen.kernels, (), {}),
+        (gen.set_num_threads, (gen.runtime.num_threads(),), {}), (gen.tune, (reorder,), {}),
+        (gen.forget_wisdom, (), {}), (gen.jit_wait, (), {}),
+    ]
+
+
+def test_arguments_that_do_not_fit_a_signature():
+    """An unknown keyword, or one positional argument too many, to any entry point: gen.Error
+    naming it (not Python's TypeError); each call works with the arguments it takes."""
+    for fn, args, kw in _entry_points():
+        fn(*args, **kw)
+        e = expect_gen_error(fn, *args, no_such_argument=1, **kw)
+        assert "no_such_argument" in str(e), (fn, e)
+        e = expect_gen_error(fn, *args, *[None] * 9, 8.25, **kw)
+        assert "8.25" in str(e), (fn, e)
+
+
 def test_found_by_fuzzing_huge_valid_resample_primitive():
     """A valid but huge problem (6.9e18 bytes, representable): creating the primitive may
     raise gen.Error or MemoryError, not NumPy's ValueError('array is too big')."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import dtypes, plan, registry, runtime
-from ..errors import Error, SetOnce
+from ..errors import Error, SetOnce, checked
 from ..layout import MemoryDesc
 from ..memory import Memory, Operand, check_call
 from ..problem import Layout
@@ -171,6 +171,7 @@ def run_reorder(src: Operand, dst: Operand, threads, at: "Attrs | None" = None) 
     return p.run(src.addr, dst.addr, runtime.num_threads(threads), c_attr[0])
 
 
+@checked
 def reorder(src, dst, *, scales=None, scale_mask=0, src_zero_point=0, dst_zero_point=0,
             sum_scale=None, threads=None) -> Memory:
     """Reorder src (Memory or array) into dst (Memory, MemoryDesc or format); returns dst."""
@@ -193,6 +194,7 @@ def _verbose(kernel, s: Operand, dst_desc, t0):
                     f"{'x'.join(map(str, s.dims))},{(time.perf_counter() - t0) * 1e3:.4f}ms")
 
 
+@checked
 class Reorder(SetOnce):
     """`gen.Reorder(src_desc, dst_desc, **attrs)`: planned once, then `p(src_mem, dst_mem)`."""
 

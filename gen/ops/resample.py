@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import codegen, dtypes, jit, plan, registry, runtime, space
-from ..errors import Error, SetOnce
+from ..errors import Error, SetOnce, checked
 from ..layout import LETTERS, MemoryDesc
 from ..memory import Memory, Operand, check_call, new_array, rank_of
 from ..problem import Layout
@@ -662,6 +662,7 @@ def _verbose(op, kernel, src: Operand, dst: Operand, alg, t0):
                     f"{(time.perf_counter() - t0) * 1e3:.4f}ms")
 
 
+@checked
 def resample(src, *, alg="nearest", out_spatial=None, factors=None, format=None, threads=None):
     """Resample src (NumPy N, C, spatial... -> NumPy; Memory -> Memory of its format)."""
     s = _source(src)
@@ -669,6 +670,7 @@ def resample(src, *, alg="nearest", out_spatial=None, factors=None, format=None,
     return _execute(src, s, s.dims[:2] + out, alg, False, format, threads, "resample")
 
 
+@checked
 def resample_backward(diff_dst, *, alg=None, in_spatial=None, format=None, threads=None):
     """diff_src of resampling: the adjoint of the forward op from `in_spatial`. `alg` and
     `in_spatial` are required (gen.Error naming them when missing)."""
@@ -678,6 +680,7 @@ def resample_backward(diff_dst, *, alg=None, in_spatial=None, format=None, threa
                     "resample_backward")
 
 
+@checked
 class _Primitive(SetOnce):
     op = ""
 
@@ -715,6 +718,7 @@ class _Primitive(SetOnce):
         return dst
 
 
+@checked
 class Resample(_Primitive):
     """`gen.Resample(src_desc, dst_desc, alg=...)`: `p(src_mem, dst_mem)`."""
     op = "resample"
@@ -723,6 +727,7 @@ class Resample(_Primitive):
         super().__init__(src_desc, dst_desc, alg)
 
 
+@checked
 class ResampleBackward(_Primitive):
     """`gen.ResampleBackward(diff_dst_desc, diff_src_desc, alg=...)`: `p(diff_dst, diff_src)`."""
     op = "resample_backward"

@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from .. import dtypes, plan, runtime
-from ..errors import Error, SetOnce
+from ..errors import Error, SetOnce, checked
 from ..layout import MemoryDesc
 from ..memory import Memory, Operand, check_call, new_array, rank_of
 from ..problem import Layout, NestError
@@ -90,16 +90,19 @@ def _verbose(op, kernel, src: Operand, axis, group, t0):
                     f"{(time.perf_counter() - t0) * 1e3:.4f}ms")
 
 
+@checked
 def shuffle_channels(x, axis=1, group=1, *, threads=None):
     """ShuffleChannels of x (NumPy array -> NumPy array, Memory -> Memory of the same desc)."""
     return _run(x, axis, group, False, threads, "shuffle_channels")
 
 
+@checked
 def shuffle_channels_backward(dy, axis=1, group=1, *, threads=None):
     """The inverse of shuffle_channels with the same axis and group."""
     return _run(dy, axis, group, True, threads, "shuffle_channels_backward")
 
 
+@checked
 class ShuffleChannels(SetOnce):
     """`gen.ShuffleChannels(desc, axis=1, group=1, backward=False)`: planned once, then
     `p(src_mem, dst_mem)` with Memories of `desc`."""
