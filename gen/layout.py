@@ -264,7 +264,9 @@ def _reshape(md: MemoryDesc, dims: tuple) -> MemoryDesc:
     if math.prod(dims) != md.nelems:
         raise Error(f"cannot reshape dims {md.dims} ({md.nelems} elements) to {dims}")
     # Old layout as units, most significant first: a padded axis is one unit that a new axis
-    # must take whole; any other axis contributes its (size, stride) parts.
+    # must take whole, or that no new axis takes where its size is 1 (its only index, 0,
+    # adds nothing to an offset; the padding stays in the other axes' strides); any other
+    # axis contributes its (size, stride) parts.
     # Parts that lie one after the other in memory merge first (across axes too), so that a
     # new axis may take pieces of several old ones: (2, 3) -> (3, 2) when dense.
     units = []
@@ -289,7 +291,9 @@ def _reshape(md: MemoryDesc, dims: tuple) -> MemoryDesc:
             if not units:
                 raise Error(f"cannot reshape {md} to {dims}: no copy-free representation")
             head = units[0]
-            if head[0] == "padded":
+            if head[0] == "padded" and md.dims[head[1]] == 1:
+                units.pop(0)  # a padded size-1 axis removed
+            elif head[0] == "padded":
                 a = head[1]
                 if parts or need != md.dims[a]:
                     raise Error(f"cannot reshape {md} to {dims}: padded axis {a} "
@@ -313,7 +317,7 @@ def _reshape(md: MemoryDesc, dims: tuple) -> MemoryDesc:
                             f"the physical pieces of the layout")
         new_parts.append(_merge_parts(parts))
         new_padded.append(padded)
-    if units:
+    if any(u[0] != "padded" or md.dims[u[1]] != 1 for u in units):
         raise Error(f"cannot reshape {md} to {dims}: a padded axis would be split or merged")
     return _from_parts(md, dims, new_padded, new_parts)
 
