@@ -48,6 +48,8 @@ def canonical(dtype) -> "str | np.dtype":
     """The short name for a table type, `np.dtype` for another movable NumPy type."""
     if isinstance(dtype, str) and dtype in TABLE:
         return str(dtype)  # a plain str, also for np.str_
+    if dtype is None:  # np.dtype(None) would be float64
+        raise Error("dtype None: name one (f32, bf16, ... or a NumPy type)")
     try:
         dt = np.dtype(_MOVE_ONLY.get(dtype, dtype) if isinstance(dtype, str) else dtype)
     except (TypeError, ValueError, DeprecationWarning):  # the last under `-W error` ('a')

@@ -546,6 +546,7 @@ def test_non_positive_dims(dims, bad, fmt):
     (np.clongdouble, ("complex", "clongdouble")),
     (np.dtype(object), ("object", "O")),
     (np.dtype("U3"), ("U3", "str")),
+    (None, ("None",)),  # not NumPy's float64 default
 ])
 def test_unknown_dtype(dt, names):
     raises_gen(lambda: gen.MemoryDesc((2, 3), dt), *names)
