@@ -112,7 +112,12 @@ class MemoryDesc:
         if format is not None and strides is not None:
             raise Error(f"give format {format!r} or strides {strides!r}, not both")
         if isinstance(format, str) and format == "any":
-            raise Error("format 'any' is only accepted where an op chooses the format")
+            # no layout yet: a primitive that chooses the format takes it (see concrete)
+            for name, value in (("dims", dims), ("dtype", dtype), ("padded_dims", dims),
+                                ("strides", None), ("inner_blocks", ()), ("_nbytes", None),
+                                ("_key", ("any", dims, dtypes.name(dtype)))):
+                object.__setattr__(self, name, value)
+            return
         if strides is not None:
             self._init(dims, dtype, dims, _check_strides(strides, dims), ())
             return
@@ -149,6 +154,8 @@ class MemoryDesc:
     __setattr__ = __delattr__ = read_only
 
     def __reduce__(self):  # copy and pickle
+        if self.strides is None:
+            return (MemoryDesc, (self.dims, self.dtype, "any"))
         return (MemoryDesc._make, (self.dims, self.dtype, self.padded_dims, self.strides,
                                    self.inner_blocks))
 
@@ -167,15 +174,18 @@ class MemoryDesc:
 
     @property
     def is_plain(self) -> bool:
-        return not self.inner_blocks
+        return self.strides is not None and not self.inner_blocks
 
     @property
     def nbytes(self) -> int:
-        return self._nbytes
+        return concrete(self, "nbytes")._nbytes
 
     @property
     def format(self):
-        """The canonical generic tag, or None when no tag describes these strides."""
+        """The canonical generic tag, or None when no tag describes these strides ("any"
+        before an op chose one)."""
+        if self.strides is None:
+            return "any"
         bprod = _block_products(self.ndims, self.inner_blocks)
         outer_n = [p // b for p, b in zip(self.padded_dims, bprod)]
         # Equal strides: a size-1 axis can only sit inside the other one.
@@ -215,7 +225,7 @@ class MemoryDesc:
     # --- views of the same bytes ----------------------------------------------------------
     def permute_axes(self, perm) -> "MemoryDesc":
         """Axis i becomes axis perm[i] (`out.dims[perm[i]] == self.dims[i]`)."""
-        perm = _check_perm(perm, self.ndims)
+        perm = _check_perm(perm, concrete(self, "permute_axes").ndims)
         inv = [0] * self.ndims
         for i, p in enumerate(perm):
             inv[p] = i
@@ -226,7 +236,16 @@ class MemoryDesc:
 
     def reshape(self, dims) -> "MemoryDesc":
         """The same bytes seen as NumPy's row-major reshape of the logical content."""
-        return _reshape(self, _check_dims(dims))
+        return _reshape(concrete(self, "reshape"), _check_dims(dims))
+
+
+def concrete(md: MemoryDesc, what: str) -> MemoryDesc:
+    """md, which must have a layout: format "any" is for the primitives that choose one
+    (gen.Resample and gen.ResampleBackward), which then say what they chose."""
+    if md.strides is None:
+        raise Error(f"{what}: {md!r} has format 'any', which only a primitive that chooses "
+                    f"the format takes (gen.Resample, gen.ResampleBackward)")
+    return md
 
 
 def _check_strides(strides, dims) -> tuple:

@@ -7,7 +7,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import Error, checked, read_only
-from .layout import MemoryDesc
+from .layout import MemoryDesc, concrete
 from .problem import Layout
 
 ALIGN = 64
@@ -22,7 +22,7 @@ class Memory:
     def __init__(self, desc, buffer=None):
         if not isinstance(desc, MemoryDesc):
             raise Error(f"desc must be a gen.MemoryDesc, got {desc!r}")
-        nbytes = desc.nbytes
+        nbytes = concrete(desc, "Memory").nbytes
         if buffer is None:
             try:
                 raw = np.zeros(nbytes + ALIGN, np.uint8)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import Error
+from .layout import concrete
 
 
 class NestError(Error):
@@ -71,6 +72,7 @@ class Layout:
 
     @classmethod
     def of_desc(cls, md) -> "Layout":
+        concrete(md, "this op")
         return cls(tuple(tuple(md.parts(a)) for a in range(md.ndims)), md.padded_dims)
 
     @classmethod

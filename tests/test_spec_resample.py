@@ -21,7 +21,9 @@ Decisions where the contract is silent (see the report):
 * GEN_VERBOSE=1: one stderr line per executed call (creating a primitive prints nothing);
   the backward function's line names `resample_backward`.
 """
+import copy
 import os
+import pickle
 import warnings
 import zlib
 
@@ -587,6 +589,46 @@ def test_format_any(src_fmt):
         assert isinstance(d, gen.Memory) and d.desc.format not in (None, "any")
         assert d.desc == gen.MemoryDesc((2, 19, 3, 11), "f32", d.desc.format)
         check_backward(x, mem_logical(d), (3, 11), alg, "f32", "backward any from %s" % src_fmt)
+
+
+@pytest.mark.parametrize("src_fmt,dst_fmt,chosen", [
+    ("nChw8c", "any", "nChw8c"), ("any", "nchw", "nchw"), ("nhwc", "any", "nhwc"),
+    ("any", "any", "nhwc")])
+def test_primitive_descriptors_of_format_any(src_fmt, dst_fmt, chosen):
+    """MemoryDesc(..., "any") where the primitive chooses the format (API.md "Memory
+    descriptors"): it takes the other descriptor's, or channels-last for both (as
+    format="any" does), and its src_desc / dst_desc say which."""
+    x = random_data((2, 5, 4, 6), "f32", rng_for("any desc", src_fmt, dst_fmt))
+    small = gen.MemoryDesc(x.shape, "f32", src_fmt)
+    large = gen.MemoryDesc((2, 5, 9, 3), "f32", dst_fmt)
+    for alg in ALGS:
+        p = gen.Resample(small, large, alg=alg)
+        assert p.src_desc == gen.MemoryDesc(x.shape, "f32", chosen)
+        assert p.dst_desc == gen.MemoryDesc((2, 5, 9, 3), "f32", chosen)
+        y = p(mem_from(x, chosen), gen.Memory(p.dst_desc))
+        check_forward(x, mem_logical(y), (9, 3), alg, "f32", "any desc %s" % chosen)
+        b = gen.ResampleBackward(large, small, alg=alg)
+        assert (b.src_desc, b.dst_desc) == (p.dst_desc, p.src_desc)
+        dx = b(y, gen.Memory(b.dst_desc))
+        check_backward(mem_logical(y), mem_logical(dx), (4, 6), alg, "f32", "any desc backward")
+
+
+def test_format_any_is_only_for_the_primitives_that_choose():
+    """A desc of format "any" is a desc (equal, hashed, pickled) without a layout: anything
+    that needs one raises gen.Error naming 'any'."""
+    md = gen.MemoryDesc((2, 4, 3, 3), "f32", "any")
+    assert md.format == "any" and not md.is_plain and md.dims == (2, 4, 3, 3)
+    assert md == gen.MemoryDesc((2, 4, 3, 3), "f32", "any") != gen.MemoryDesc((2, 4, 3, 3), "f32")
+    assert pickle.loads(pickle.dumps(md)) == copy.deepcopy(md) == md
+    assert hash(copy.copy(md)) == hash(md)
+    x = np.zeros((2, 4, 3, 3), np.float32)
+    plain = gen.MemoryDesc(x.shape, "f32")
+    for bad in (lambda: md.nbytes, lambda: gen.Memory(md), lambda: md.reshape((72,)),
+                lambda: md.permute_axes((0, 1, 3, 2)), lambda: gen.Reorder(plain, md),
+                lambda: gen.Reorder(md, plain), lambda: gen.reorder(x, md),
+                lambda: gen.ShuffleChannels(md, 1, 2), lambda: gen.Memory.from_array(x, "any"),
+                lambda: gen.reorder(x, "any")):
+        raises_gen(bad, "any")
 
 
 @pytest.mark.parametrize("want", ["nhwc", "nchw", "nChw8c", "nChw16c", "acdb"])

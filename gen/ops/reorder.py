@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtypes, plan, registry, runtime
 from ..errors import Error, SetOnce, checked
-from ..layout import MemoryDesc
+from ..layout import MemoryDesc, concrete
 from ..memory import Memory, Operand, check_call
 from ..problem import Layout
 
@@ -202,6 +202,7 @@ class Reorder(SetOnce):
         for name, d in (("src_desc", src_desc), ("dst_desc", dst_desc)):
             if not isinstance(d, MemoryDesc):
                 raise Error(f"{name} must be a gen.MemoryDesc, got {d!r}")
+            concrete(d, f"Reorder {name}")
         known = {"scales", "scale_mask", "src_zero_point", "dst_zero_point", "sum_scale"}
         for k in attributes:
             if k not in known:

@@ -626,6 +626,20 @@ def _same_format(desc, dims) -> MemoryDesc:
     return MemoryDesc(dims, desc.dtype, strides=tuple(strides))
 
 
+def _chosen(src_desc, dst_desc):
+    """The primitive's descriptors, format "any" replaced by its choice: the other one's
+    format (as _same_format keeps it), or channels-last for both, as resample(format="any")."""
+    if src_desc.strides is None and dst_desc.strides is None:
+        tag = CHANNELS_LAST[src_desc.ndims]
+        return (MemoryDesc(src_desc.dims, src_desc.dtype, tag),
+                MemoryDesc(dst_desc.dims, dst_desc.dtype, tag))
+    if src_desc.strides is None:
+        return _same_format(dst_desc, src_desc.dims), dst_desc
+    if dst_desc.strides is None:
+        return src_desc, _same_format(src_desc, dst_desc.dims)
+    return src_desc, dst_desc
+
+
 @functools.lru_cache(maxsize=256)
 def _resizable_tag(desc) -> str:
     """desc's tag with its spatial axes together and in order, where size-1 axes let several
@@ -697,7 +711,7 @@ class _Primitive(SetOnce):
             raise Error(f"the descriptors' dtypes differ: {dtypes.name(src_desc.dtype)} and "
                         f"{dtypes.name(dst_desc.dtype)}")
         _dtype(src_desc.dtype)
-        self.src_desc, self.dst_desc = src_desc, dst_desc
+        self.src_desc, self.dst_desc = src_desc, dst_desc = _chosen(src_desc, dst_desc)
         key = _Key(src_desc.dims, dst_desc.dims, Layout.of_desc(src_desc),
                    Layout.of_desc(dst_desc), src_desc.dtype, self.alg,
                    self.op == "resample_backward")

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import dtypes, plan, runtime
 from ..errors import Error, SetOnce, checked
-from ..layout import MemoryDesc
+from ..layout import MemoryDesc, concrete
 from ..memory import Memory, Operand, check_call, new_array, rank_of
 from ..problem import Layout, NestError
 
@@ -110,6 +110,7 @@ class ShuffleChannels(SetOnce):
     def __init__(self, desc, axis=1, group=1, backward=False):
         if not isinstance(desc, MemoryDesc):
             raise Error(f"desc must be a gen.MemoryDesc, got {desc!r}")
+        concrete(desc, "ShuffleChannels desc")
         self.axis, self.group = check(desc.dims, axis, group)
         if not isinstance(backward, (bool, np.bool_, numbers.Integral)) or backward not in (0, 1):
             raise Error(f"backward must be True or False, got {backward!r}")
