@@ -35,6 +35,7 @@ import _cffi_backend
 
 from . import codegen, compile, constants, registry, runtime
 from .errors import Error, checked
+from .jit_build import TRAILER
 
 SECOND_RUN = 2
 # Below this many bytes moved per call a call costs about the same either way (~2 us of
@@ -99,8 +100,8 @@ class Runs:
 def cache_dir() -> Path:
     """GEN_CACHE_DIR, else the user's cache folder ($XDG_CACHE_HOME/gen, ~/.cache/gen)."""
     env = os.environ.get("GEN_CACHE_DIR", "").strip()
-    if env:
-        return Path(env).expanduser()
+    if env:  # absolute: the build runs in a directory of its own
+        return Path(env).expanduser().absolute()
     xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
     return (Path(xdg) if xdg else Path.home() / ".cache") / "gen"
 
@@ -209,6 +210,16 @@ def _specialise(plan, modules) -> None:
 
 
 def _load(name, path: Path):
+    """The module at `path`, once its trailer shows it whole (jit_build.TRAILER), else
+    ImportError (a damaged file: built again)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        raise ImportError(f"no module at {path}") from None
+    end = len(data) - len(TRAILER) - 32  # the trailer, then a SHA-256 digest
+    body, mark, digest = data[:end], data[end:-32], data[-32:]
+    if end < 0 or mark != TRAILER or hashlib.sha256(body).digest() != digest:
+        raise ImportError(f"{path} is not a whole gen module")
     loader = importlib.machinery.ExtensionFileLoader(name, str(path))
     module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader))
     loader.exec_module(module)

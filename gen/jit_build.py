@@ -4,14 +4,20 @@ environment of its process, and the compiler's output must reach a log, not the 
 
 `python jit_build.py REQUEST.json`: the request names the module, its cdef, source and
 flags, the private directory to compile in, and the final path. The module is moved there
-with os.replace, so that another process finds either no file or a whole one.
+with os.replace, so that another process finds either no file or a whole one. The file
+ends with TRAILER and the SHA-256 of the bytes before them (the loader ignores what follows
+the module; gen/jit.py checks them before it loads one: a file cut short or damaged since,
+loaded, ended the process with SIGBUS or SIGILL).
 """
+import hashlib
 import json
 import os
 import shutil
 import sys
 
 import cffi
+
+TRAILER = b"gen-jit-sha256:"
 
 
 def main(request_file):
@@ -21,7 +27,12 @@ def main(request_file):
     ffi.cdef(req["cdef"])
     ffi.set_source(req["name"], req["source"], extra_compile_args=req["cflags"],
                    extra_link_args=req["ldflags"])
-    os.replace(ffi.compile(tmpdir=req["tmpdir"]), req["final"])
+    built = ffi.compile(tmpdir=req["tmpdir"])
+    with open(built, "rb") as f:
+        digest = hashlib.sha256(f.read()).digest()
+    with open(built, "ab") as f:
+        f.write(TRAILER + digest)
+    os.replace(built, req["final"])
     # done even when the process that asked has exited meanwhile
     shutil.rmtree(req["tmpdir"], ignore_errors=True)
 

@@ -270,6 +270,33 @@ def test_second_process_loads_the_cache(two_builders, tmp_path):
     assert time.perf_counter() - t0 < 30
 
 
+@pytest.mark.parametrize("damage", ["cut", "flipped"])
+def test_a_damaged_module_is_built_again(tmp_path, damage):
+    """A cached module cut short (it ended the process with SIGBUS when loaded) or with bytes
+    changed since it was built: the next process builds it again, with the right bytes."""
+    cache = tmp_path / "cache"
+    run_py(child(CASES[1:2]), tmp_path, **jit_env(cache))
+    (name,) = modules(cache)
+    data = bytearray((cache / name).read_bytes())
+    if damage == "cut":
+        data = data[:4096]
+    else:
+        data[len(data) // 2:len(data) // 2 + 64] = bytes(64)
+    (cache / name).write_bytes(bytes(data))
+    p = run_py(child(CASES[1:2]), tmp_path, **jit_env(cache))
+    assert json.loads(p.stdout)[0].startswith("jit:") and len(verbose(p.stderr, "built")) == 1
+    p = run_py(child(CASES[1:2]), tmp_path, **jit_env(cache))
+    assert len(verbose(p.stderr, "loaded")) == 1, p.stderr
+
+
+def test_a_relative_cache_folder(tmp_path):
+    """GEN_CACHE_DIR relative to the process's directory (the build runs in another one: it
+    failed there, and nothing was specialised)."""
+    p = run_py(child(CASES[1:2]), tmp_path, **jit_env("rel/cache"))
+    assert json.loads(p.stdout)[0].startswith("jit:") and not verbose(p.stderr, "failed")
+    assert len(modules(tmp_path / "rel" / "cache")) == 1
+
+
 @pytest.mark.parametrize("broken", ["compiler", "cache"])
 def test_failed_build_leaves_calls_working(tmp_path, broken):
     """No compiler, or a cache folder that cannot be made: calls stay on the generic kernels
