@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import codegen, jit, registry, space, wisdom
+from . import codegen, jit, registry, runtime, space, wisdom
 from .dtypes import TABLE
 from .errors import Error
 from .problem import Layout, Node, Problem, nest_offsets, normalise, widened
@@ -433,7 +433,7 @@ class Plan:
     def run(self, src_addr: int, dst_addr: int, threads: int, attr=None) -> str:
         """`attr`: the conversion's gen_attr (cffi), None when moving bytes. Returns the
         kernel name of this call."""
-        nthr = max(1, min(threads, self.traffic // BYTES_PER_THREAD))
+        nthr = runtime.team(max(1, min(threads, self.traffic // BYTES_PER_THREAD)))
         at = attr if attr is not None else self._ffi.NULL
         special = self.jit.special
         if special is not None:

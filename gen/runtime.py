@@ -58,6 +58,30 @@ def num_threads(threads=None) -> int:
     return _threads
 
 
+# libgomp's threads do not survive fork(): in a child forked after its parent ran a parallel
+# region, the next one waits for them forever. Such a child runs its calls on one thread.
+_ran_team = False
+_one_thread = False
+
+
+def _forked() -> None:
+    global _one_thread
+    _one_thread = _one_thread or _ran_team
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+def team(nthr: int) -> int:
+    """The threads a kernel call runs on, `nthr` as its plan sized it (see _forked)."""
+    global _ran_team
+    if _one_thread:
+        return 1
+    if nthr > 1:
+        _ran_team = True
+    return nthr
+
+
 def verbose(line: str) -> None:
     # one write per line: lines of several threads (the JIT's) do not interleave
     sys.stderr.write(f"gen_verbose,{line}\n")

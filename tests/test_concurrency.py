@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import gen
-from checks import run_threads
+from checks import run_py, run_threads
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
@@ -304,3 +304,28 @@ def test_gil_released_during_shuffle_and_resample():
     during, dt, rate = _progress_during(
         lambda: gen.resample(y, alg="linear", out_spatial=(700, 700)))
     assert _released(during, dt, rate), ("resample", during, dt, rate)
+
+
+FORK_SCRIPT = r"""
+import os, signal, sys, numpy as np, gen
+x = np.random.default_rng(0).standard_normal((4, 64, 64, 64)).astype(np.float32)  # 4 MB
+want = [gen.reorder(x, "nhwc", threads=2).to_array(),
+        gen.resample(x, alg="linear", out_spatial=(96, 96), threads=2)]
+pid = os.fork()
+if pid == 0:  # the child: the same calls, asking for 2 threads again
+    signal.alarm(60)  # a hang ends the child instead of the test
+    got = [gen.reorder(x, "nhwc", threads=2).to_array(),
+           gen.resample(x, alg="linear", out_spatial=(96, 96), threads=2)]
+    os._exit(0 if all(np.array_equal(a, b) for a, b in zip(got, want)) else 3)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+print(gen.reorder(x, "nhwc", threads=2).to_array().tobytes() == want[0].tobytes())
+"""
+
+
+def test_a_forked_child_runs_calls(tmp_path):
+    """A process forked after its parent ran calls on 2 threads (libgomp's threads do not
+    survive fork: its next parallel region hung) runs its calls on one thread, with the same
+    bits; the parent keeps its threads."""
+    p = run_py(FORK_SCRIPT, tmp_path)
+    assert p.stdout.split() == ["0", "True"], p.stdout + p.stderr

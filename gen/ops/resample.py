@@ -344,7 +344,7 @@ class _Plan:
 
     def run(self, src_addr, dst_addr, threads) -> str:
         """Returns the kernel name of this call."""
-        nthr = max(1, min(threads, self.items))
+        nthr = runtime.team(max(1, min(threads, self.items)))
         special = self.jit.special
         if special is not None:
             failed = special[0](src_addr, dst_addr, self._null, nthr)
