@@ -59,10 +59,10 @@ def _file_path(path):
     would take and then close) or any other object is refused."""
     if isinstance(path, (str, bytes, os.PathLike)):
         name = os.fsdecode(os.fspath(path))
-        if name:
+        if name and "\0" not in name:
             return name
-    raise Error(f"wisdom path must be a non-empty file name (str, bytes or os.PathLike), "
-                f"not {path!r}")
+    raise Error(f"wisdom path must be a non-empty file name without NUL (str, bytes or "
+                f"os.PathLike), not {path!r}")
 
 
 @checked
@@ -78,6 +78,8 @@ def save(path) -> int:
             json.dump(data, f, indent=1)
         os.replace(tmp, path)
     except OSError as e:
+        if os.path.isfile(tmp):  # written, not renamed (path is a directory, say)
+            os.remove(tmp)
         raise Error(f"cannot write wisdom to {str(path)!r}: {e.strerror}") from None
     return len(_known)
 
@@ -100,12 +102,14 @@ def load(path) -> int:
         raise Error(f"wisdom file {str(path)!r} was made by another build of gen "
                     f"(stamp {data.get('stamp')!r}, this build's {stamp()!r})")
     try:
-        read = {k: Choice(tuple(str(kind) for kind in v["kinds"]), int(v["stream"]),
-                          str(v["order"]))
+        read = {k: Choice(tuple(v["kinds"]), int(v["stream"]), v["order"])
                 for k, v in data["problems"].items()}
-    except (KeyError, TypeError, ValueError, AttributeError):
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
         raise Error(f"wisdom file {str(path)!r} is malformed") from None
-    if any(c.order not in ORDERS for c in read.values()):
+    # kinds a list of names (a string would be read as its letters), an order of ORDERS
+    if any(not isinstance(data["problems"][k]["kinds"], list)
+           or not all(isinstance(kind, str) for kind in c.kinds) or c.order not in ORDERS
+           for k, c in read.items()):
         raise Error(f"wisdom file {str(path)!r} is malformed")
     _known.update(read)
     _plans_changed()

@@ -186,7 +186,16 @@ def test_wisdom_files_that_are_refused(tmp_path):
                                "problems": {"k": {"kinds": ["tile"], "stream": 0,
                                                   "order": "sideways"}}}))
     raises_gen(lambda: gen.load_wisdom(bad), "malformed")
+    for entry in ({"kinds": "tile", "stream": 0, "order": "auto"},  # not read as 't', 'i', ...
+                  {"kinds": ["tile"], "stream": float("inf"), "order": "auto"},  # int(inf)
+                  {"kinds": [3], "stream": 0, "order": "auto"}):
+        bad.write_text(json.dumps({"format": wisdom.FORMAT, "stamp": wisdom.stamp(),
+                                   "problems": {"k": entry}}))
+        raises_gen(lambda: gen.load_wisdom(bad), "malformed")
     raises_gen(lambda: gen.save_wisdom(tmp_path / "no" / "dir" / "w.json"), "cannot write")
+    (tmp_path / "d").mkdir()
+    raises_gen(lambda: gen.save_wisdom(tmp_path / "d"), "cannot write")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json", "d"]  # no temporary left
 
 
 def test_wisdom_paths_that_are_not_file_names(tmp_path, monkeypatch):
@@ -194,7 +203,7 @@ def test_wisdom_paths_that_are_not_file_names(tmp_path, monkeypatch):
     empty name: gen.Error naming the value, before any file is touched (save_wisdom(None)
     left a file 'None.<pid>.tmp'); bytes names work."""
     monkeypatch.chdir(tmp_path)
-    for bad in (None, 1, True, 2.5, "", b""):
+    for bad in (None, 1, True, 2.5, "", b"", "a\0b"):
         for fn in (gen.load_wisdom, gen.save_wisdom):
             raises_gen(lambda: fn(bad), repr(bad))
     assert list(tmp_path.iterdir()) == []
