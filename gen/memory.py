@@ -147,12 +147,14 @@ class Operand:
         if arr.ndim == 0 or arr.size == 0:
             raise Error(f"array of shape {arr.shape} has no elements to describe")
         esize = arr.itemsize
-        if any(s % esize for s in arr.strides):
-            arr = np.ascontiguousarray(arr)
+        # the bytes the caller's array spans (the overlap check), also where a copy is read
         addr = arr.__array_interface__["data"][0]
         steps = [(d - 1) * s for d, s in zip(arr.shape, arr.strides)]
         lo = addr + sum(s for s in steps if s < 0)
         hi = addr + sum(s for s in steps if s > 0) + esize
+        if any(s % esize for s in arr.strides):
+            arr = np.ascontiguousarray(arr)
+            addr = arr.__array_interface__["data"][0]
         layout = Layout.strided(arr.shape, tuple(s // esize for s in arr.strides))
         return cls(tuple(arr.shape), dtype, layout, addr, lo, hi, arr)
 

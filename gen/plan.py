@@ -51,8 +51,8 @@ def llc_bytes() -> int:
     cache of the cores' L2s, the size Linux reports for CPU 0's last level; elsewhere 0 (a
     Sapphire Rapids VM, whose L3 is large on paper, streamed faster from a few MiB: the floors
     above). GEN_LLC_BYTES overrides."""
-    given = os.environ.get("GEN_LLC_BYTES")
-    if given is not None:
+    given = os.environ.get("GEN_LLC_BYTES", "").strip()
+    if given:  # empty: unset, as the other GEN_ variables
         if not given.isdigit():
             raise Error(f"GEN_LLC_BYTES must be a number of bytes, got {given!r}")
         return int(given)

@@ -125,7 +125,8 @@ def test_direct_items_take_outer_positions_of_equal_runs(dims, fmt, group, monke
 
 def test_bad_cache_size_is_named(cache_size, monkeypatch):
     """A GEN_LLC_BYTES that is not a number of bytes is the gen.Error that names it, from a
-    resampling as from a reorder (not a resampling "too large to plan")."""
+    resampling as from a reorder (not a resampling "too large to plan"); an empty one is
+    unset."""
     monkeypatch.setattr(plan, "STREAM_BYTES", 0)  # so that the plans ask for the size
     cache_size("32M")
     x = np.zeros((1, 16, 5, 7), np.float32)
@@ -135,6 +136,8 @@ def test_bad_cache_size_is_named(cache_size, monkeypatch):
         with pytest.raises(gen.Error, match="GEN_LLC_BYTES must be a number of bytes") as e:
             call()
         assert "too large" not in str(e.value)
+    cache_size("")  # empty: unset, as every GEN_ variable
+    assert plan.llc_bytes() >= 0 and call()
 
 
 def test_more_threads_stream_only_past_the_cache(cache_size, monkeypatch):

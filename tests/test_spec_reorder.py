@@ -551,6 +551,11 @@ def test_overlap_numpy_source_views_destination():
     part = dst.data[32:32 + 4 * 16].view(np.float32).reshape(4, 4)
     dst3 = gen.Memory(gen.MemoryDesc((4, 4), "f32"), dst.data)  # bytes 0..63
     raises_gen(lambda: gen.reorder(part, dst3))
+    # strides that are not a multiple of the item size (a field of 5-byte records): the
+    # source is read through a copy, the overlap is still the caller's array's
+    recs = np.zeros(64, dtype=[("a", "f4"), ("b", "u1")])
+    dst4 = gen.Memory(gen.MemoryDesc((4, 4), "f32"), recs.view(np.uint8)[:64])
+    raises_gen(lambda: gen.reorder(recs["a"][:16].reshape(4, 4), dst4))
     assert bytes(dst.data) == snap  # failed reorders wrote nothing
 
 

@@ -919,13 +919,14 @@ def test_verbose_forward_one_line(tmp_path):
 
 def test_verbose_format_any_one_line(tmp_path):
     """The repacking of a NumPy source into the chosen format is part of the op: one line,
-    naming both formats."""
+    naming both formats (the caller's source, not the repacked one)."""
     code = FORWARD_CODE.replace('out_spatial=(13, 29))', 'out_spatial=(13, 29), format="any")')
     code = code.replace("y.shape", "y.desc.dims")
     p = run_py(code, tmp_path, GEN_VERBOSE="1")
     lines = _lines(p.stderr)
     assert len(lines) == 1, p.stderr
     assert "exec,resample," in lines[0] and "dst:f32:acdb" in lines[0], lines[0]
+    assert "src:f32:array" in lines[0], lines[0]
 
 
 def test_verbose_backward_one_line(tmp_path):

@@ -605,8 +605,8 @@ def _execute(x, src: Operand, out_dims, alg, backward, format, threads, op):
     key = _Key(src.dims, dst.dims, src.layout, dst.layout, dtype, alg, backward)
     p = _plan_of(key, dst.hi - dst.lo)
     kernel = p.run(src.addr, dst.addr, runtime.num_threads(threads))
-    if runtime.VERBOSE:
-        _verbose(op, kernel, src, dst, alg, t0)
+    if runtime.VERBOSE:  # the caller's source, not one repacked for format="any"
+        _verbose(op, kernel, Operand.of(x), dst, alg, t0)
     return out
 
 
