@@ -282,6 +282,8 @@ def _check_perm(perm, ndims) -> tuple:
 def _reshape(md: MemoryDesc, dims: tuple) -> MemoryDesc:
     if math.prod(dims) != md.nelems:
         raise Error(f"cannot reshape dims {md.dims} ({md.nelems} elements) to {dims}")
+    if dims == md.dims:  # itself (rebuilt from its parts, size-1 axes and whole blocks
+        return md        # could describe the same bytes otherwise: ABcd4b16a4b, B = 16)
     # Old layout as units, most significant first: a padded axis is one unit that a new axis
     # must take whole, or that no new axis takes where its size is 1 (its only index, 0,
     # adds nothing to an offset; the padding stays in the other axes' strides); any other

@@ -573,6 +573,15 @@ def test_bad_strides(dims, strides, names):
     raises_gen(lambda: gen.MemoryDesc(dims, "f32", strides=strides), *names)
 
 
+@pytest.mark.parametrize("fmt", ["nchw", "nhwc", "nChw16c", "OIhw16i16o", "ABcd4b16a4b"])
+def test_reshape_to_its_own_dims_is_itself(fmt):
+    """md.reshape(md.dims) == md, also where size-1 axes or whole blocks would let its parts
+    describe the same bytes another way (ABcd4b16a4b with B = 16 came back AcdB16a4b)."""
+    for dims in itertools.product((1, 2, 17), (1, 3, 16), (1, 4), (1, 5)):
+        md = gen.MemoryDesc(dims, "f32", fmt)
+        assert md.reshape(dims) == md, (fmt, dims)
+
+
 def test_reshape_random():
     """Random reshapes: required ones must work, every result must be right."""
     rng = np.random.default_rng(31337)
