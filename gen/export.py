@@ -14,7 +14,7 @@ from pathlib import Path
 from . import c_names, codegen, constants, dtypes, plan, registry
 from .errors import Error
 from .isa import TIERS as ISA_TIERS
-from .layout import MemoryDesc
+from .layout import MemoryDesc, concrete
 from .ops import reorder as reorder_op, resample as resample_op, shuffle as shuffle_op
 from .problem import Layout
 
@@ -112,7 +112,7 @@ def render(src: Source) -> "tuple[str, str]":
 
 def reorder_source(name, dims, src, dst, **attrs) -> Source:
     """`src`, `dst`: (dtype, tag)."""
-    sd, dd = MemoryDesc(dims, *src), MemoryDesc(dims, *dst)
+    sd, dd = concrete(MemoryDesc(dims, *src), "--src"), concrete(MemoryDesc(dims, *dst), "--dst")
     at = reorder_op.attrs(sd.dims, sd.dtype, dd.dtype, **attrs)
     p = reorder_op._plan(sd.dims, Layout.of_desc(sd), Layout.of_desc(dd), dd.dtype, dd.nbytes, at)
     about = [f"reorder of dims {_dims(sd.dims)}: src {_desc(sd)} -> dst {_desc(dd)}",
@@ -122,7 +122,7 @@ def reorder_source(name, dims, src, dst, **attrs) -> Source:
 
 
 def shuffle_source(name, dims, src, axis=1, group=1, backward=False) -> Source:
-    desc = MemoryDesc(dims, *src)
+    desc = concrete(MemoryDesc(dims, *src), "--src")
     axis, group = shuffle_op.check(desc.dims, axis, group)
     layout = Layout.of_desc(desc)
     p = shuffle_op._plan(desc.dims, axis, group, backward, layout, layout, desc.itemsize,
@@ -139,7 +139,8 @@ def resample_source(name, dims, src, alg, out_spatial, backward=False) -> Source
     resample_op._dtype(fwd_src.dtype)
     alg = resample_op._alg(alg)
     out = resample_op.out_spatial_of(fwd_src.dims[2:], out_spatial, None)
-    fwd_dst = MemoryDesc(fwd_src.dims[:2] + out, *src)
+    # "any": the format gen.Resample chooses (channels-last), which the header then names
+    fwd_src, fwd_dst = resample_op._chosen(fwd_src, MemoryDesc(fwd_src.dims[:2] + out, *src))
     s, d = (fwd_dst, fwd_src) if backward else (fwd_src, fwd_dst)
     key = resample_op._Key(s.dims, d.dims, Layout.of_desc(s), Layout.of_desc(d), s.dtype,
                            alg, backward)

@@ -53,7 +53,7 @@ def llc_bytes() -> int:
     above). GEN_LLC_BYTES overrides."""
     given = os.environ.get("GEN_LLC_BYTES", "").strip()
     if given:  # empty: unset, as the other GEN_ variables
-        if not given.isdigit():
+        if not (given.isascii() and given.isdigit()):  # '²' is a digit int() refuses
             raise Error(f"GEN_LLC_BYTES must be a number of bytes, got {given!r}")
         return int(given)
     try:

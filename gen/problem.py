@@ -72,7 +72,7 @@ class Layout:
 
     @classmethod
     def of_desc(cls, md) -> "Layout":
-        concrete(md, "this op")
+        concrete(md, "a kernel's layout")
         return cls(tuple(tuple(md.parts(a)) for a in range(md.ndims)), md.padded_dims)
 
     @classmethod

@@ -30,8 +30,8 @@ def _check_threads(n, what):
 
 
 def _default_threads() -> int:
-    env = os.environ.get("GEN_NUM_THREADS")
-    if env:
+    env = os.environ.get("GEN_NUM_THREADS", "").strip()
+    if env:  # empty: unset
         try:
             return _check_threads(int(env), "GEN_NUM_THREADS")
         except ValueError:

@@ -340,6 +340,8 @@ RESAMPLES = [
     ("big_2d_nhwc_linear", (1, 32, 24, 24), "f32:nhwc", "linear", (48, 36), False),
     # the direct path (a last axis that shrinks, runs of 40) with items of both images
     ("2d_nhwc_linear_down_grouped", (2, 40, 12, 20), "f32:nhwc", "linear", (3, 5), False),
+    # the format gen.Resample chooses for "any" descriptors: channels-last
+    ("3d_any_linear_bwd", (1, 3, 4, 3, 2), "f32:any", "linear", (2, 5, 3), True),
 ]
 
 
@@ -354,6 +356,7 @@ def _resample_values(dt, dims, rng):
 def test_resample(tmp_path, case):
     cid, dims, src, alg, out_sp, backward = case
     dt, tag = src.split(":")
+    tag = {3: "nwc", 4: "nhwc", 5: "ndhwc"}[len(dims)] if tag == "any" else tag
     fwd_src = gen.MemoryDesc(dims, dt, tag)
     fwd_dst = gen.MemoryDesc(dims[:2] + out_sp, dt, tag)
     s, d = (fwd_dst, fwd_src) if backward else (fwd_src, fwd_dst)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gen
-from checks import GEN_PARENT, run_py
+from checks import GEN_PARENT, raises_gen, run_py
 
 try:
     from . import reference as ref
@@ -227,6 +227,23 @@ def test_gen_num_threads_env(tmp_path):
     one = json.loads(run_py(code, tmp_path, GEN_NUM_THREADS="1").stdout)
     two = json.loads(run_py(code, tmp_path, GEN_NUM_THREADS="2").stdout)
     assert one["hashes"] == two["hashes"]
+
+
+def test_empty_environment_values_are_unset(monkeypatch):
+    """GEN_NUM_THREADS and GEN_LLC_BYTES of blanks: unset (the defaults); a digit that is not
+    ASCII ('²', which str.isdigit accepts and int refuses): gen.Error naming it."""
+    from gen import plan, runtime
+    monkeypatch.setattr(runtime, "_threads", None)
+    monkeypatch.setenv("GEN_NUM_THREADS", "  ")
+    assert runtime.num_threads() == runtime._default_threads() >= 1
+    monkeypatch.setenv("GEN_LLC_BYTES", " ")
+    plan.llc_bytes.cache_clear()
+    assert plan.llc_bytes() >= 0
+    monkeypatch.setenv("GEN_LLC_BYTES", "\u00b2")
+    plan.llc_bytes.cache_clear()
+    raises_gen(plan.llc_bytes, "GEN_LLC_BYTES")
+    monkeypatch.undo()
+    plan.llc_bytes.cache_clear()
 
 
 def test_thread_count_capped():
