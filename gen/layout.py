@@ -204,8 +204,8 @@ class MemoryDesc:
 
     def parts(self, axis: int):
         """Axis `axis` as (size, stride) pieces over its padded extent, most significant first."""
-        if self.strides is None:
-            concrete(self, "parts")
+        if self.strides is None:  # every layout a kernel gets is read through here
+            concrete(self, "layout of")
         blocks = self.inner_blocks
         bprod = _block_products(self.ndims, blocks)[axis]
         out = [(self.padded_dims[axis] // bprod, self.strides[axis])]

@@ -102,18 +102,22 @@ def load(path) -> int:
         raise Error(f"wisdom file {str(path)!r} was made by another build of gen "
                     f"(stamp {data.get('stamp')!r}, this build's {stamp()!r})")
     try:
-        read = {k: Choice(tuple(v["kinds"]), int(v["stream"]), v["order"])
-                for k, v in data["problems"].items()}
+        read = {k: _choice(v) for k, v in data["problems"].items()}
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
         raise Error(f"wisdom file {str(path)!r} is malformed") from None
-    # kinds a list of names (a string would be read as its letters), an order of ORDERS
-    if any(not isinstance(data["problems"][k]["kinds"], list)
-           or not all(isinstance(kind, str) for kind in c.kinds) or c.order not in ORDERS
-           for k, c in read.items()):
-        raise Error(f"wisdom file {str(path)!r} is malformed")
     _known.update(read)
     _plans_changed()
     return len(read)
+
+
+def _choice(entry) -> Choice:
+    """A problem's entry of a wisdom file: kinds a list of names (a string would be read as
+    its letters), an order of ORDERS; ValueError else."""
+    kinds, order = entry["kinds"], entry["order"]
+    if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds) \
+            or order not in ORDERS:
+        raise ValueError(entry)
+    return Choice(tuple(kinds), int(entry["stream"]), order)
 
 
 def _plans_changed() -> None:

@@ -584,6 +584,7 @@ def _execute(x, src: Operand, out_dims, alg, backward, format, threads, op):
     alg = _alg(alg)
     dtype = _dtype(src.dtype)
     MemoryDesc(out_dims, dtype)  # a result too large to address is a gen.Error here
+    caller = src  # for GEN_VERBOSE: not the source repacked for format="any"
     if format is not None:
         if not isinstance(format, str):
             raise Error(f"format must be a format tag string, got {format!r}")
@@ -605,8 +606,8 @@ def _execute(x, src: Operand, out_dims, alg, backward, format, threads, op):
     key = _Key(src.dims, dst.dims, src.layout, dst.layout, dtype, alg, backward)
     p = _plan_of(key, dst.hi - dst.lo)
     kernel = p.run(src.addr, dst.addr, runtime.num_threads(threads))
-    if runtime.VERBOSE:  # the caller's source, not one repacked for format="any"
-        _verbose(op, kernel, Operand.of(x), dst, alg, t0)
+    if runtime.VERBOSE:
+        _verbose(op, kernel, caller, dst, alg, t0)
     return out
 
 
