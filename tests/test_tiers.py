@@ -153,6 +153,7 @@ for dims, stag, dtag, s, d, attrs in json.loads(sys.argv[1]):
     src.data[:] = ref.pack(a, stag)
     for threads in (1, 2):
         dst = gen.Memory(gen.MemoryDesc(dims, d, dtag))
+        dst.data[:] = 0xA5  # padding the kernel does not write stays visible
         p = gen.Reorder(src.desc, dst.desc, **attrs)
         p(src, dst, threads=threads)
         out["kernels"].append(p.kernel)
@@ -183,3 +184,26 @@ def test_tier_special_conversion_paths_match_reference(tier):
             result = unpack(np.frombuffer(bytes.fromhex(raw), np.uint8), tuple(dims), dtag,
                             np.ascontiguousarray(want).dtype)
             cr.assert_same(result, want, a, f"{tier} {dims} {stag}->{dtag} {s}->{d} {attrs}")
+
+
+# Converting tiles whose B (src-contiguous, here a's inner block) is narrower than a row, into
+# a destination whose wide blocks are mostly padding: the padding rows are zeros on every
+# tier (the narrow de-interleaving calls, which read every row from the conversion's buffer,
+# are not taken where the destination is padded: they wrote rows of earlier items there)
+PADDED_TILES = [((2, 2), "Ab4a", "aB64b", "f32", "f32", {"scales": 0.5}),
+                ((3, 5), "Ab4a", "aB128b", "f32", "bf16", {}),
+                ((2, 3), "Ab4a", "aB4b32b", "f32", "f16", {}),
+                ((4, 2), "Ab4a", "aB3b64b", "f32", "s8", {"scales": 2.0}),
+                ((2, 6), "Ab4a", "aB128b", "bf16", "bf16", {"src_zero_point": 1}),
+                ((5, 3), "Ab2a", "aB64b", "s8", "f32", {"dst_zero_point": 1})]
+
+
+@pytest.mark.parametrize("tier", registry.supported())
+def test_tier_padded_narrow_tiles_write_zero_padding(tier):
+    import convert_reference as cr
+    from reference import pack
+    got = run_script(RUN_SCRIPT, PADDED_TILES, tier)
+    for k, (dims, stag, dtag, s, d, attrs) in enumerate(PADDED_TILES):
+        a = cr.make_tensor(s, tuple(dims), np.random.default_rng(len(dims)))
+        want = pack(cr.reference_reorder(a, d, **attrs), dtag).tobytes().hex()
+        assert got["results"][2 * k:2 * k + 2] == [want, want], (tier, dims, stag, dtag, s, d)
