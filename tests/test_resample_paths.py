@@ -246,9 +246,12 @@ TIER_CASES = [((2, 3, 11, 37), (22, 74), "nchw", "f32"), ((1, 2, 5, 9), (7, 31),
               ((2, 18, 9, 7), (4, 15), "nhwc", "u8")]
 SCRIPT = r"""
 import json, sys, numpy as np, gen
+SPECIAL = np.array([0x7fc00000, 0xffc00000, 0x7fc12345, 0xffc54321, 0x7fa00001, 0x7f800000,
+                    0xff800000, 0x3f800000, 0xc0400000, 0], np.uint32).view(np.float32)
 out = []
-for dims, sp, fmt, dtype in json.loads(sys.argv[1]):
-    x = (np.random.default_rng(len(dims) + dims[-1]).standard_normal(dims) * 40).astype(np.float32)
+for dims, sp, fmt, dtype, *special in json.loads(sys.argv[1]):
+    rng = np.random.default_rng(len(dims) + dims[-1])
+    x = rng.choice(SPECIAL, size=dims) if special else (rng.standard_normal(dims) * 40).astype(np.float32)
     x = gen.Memory.from_array(x, format=fmt, dtype=dtype)
     for threads in (1, 2):
         y = gen.resample(x, alg="linear", out_spatial=sp, threads=threads)
@@ -263,6 +266,27 @@ def test_every_tier_gives_the_same_bits():
     runs = [on_tier(tier, SCRIPT, TIER_CASES) for tier in registry.supported()]
     assert runs and all(run == runs[0] for run in runs)
     assert all(one == two for one, two in zip(runs[0][::2], runs[0][1::2]))
+
+
+# NaN results: where the taps hold NaNs of several signs and payloads, infinities of both signs
+# (0 * inf, inf - inf) and finite values, every tier returns the same NaN (the scalar tier's
+# gen_fmaf picks the operand the FMA instruction does); SCRIPT draws x from SPECIAL for them
+SPECIAL_CASES = [((1, 3, 6, 9), (6, 13), "nchw", "f32"), ((1, 3, 6, 9), (5, 4), "nchw", "f32"),
+                 ((2, 19, 6, 9), (11, 9), "nhwc", "f32"), ((1, 21, 5, 7), (9, 3), "nChw16c", "f32"),
+                 ((1, 4, 3, 4, 9), (5, 6, 4), "ncdhw", "f32"), ((1, 18, 6, 9), (11, 17), "nhwc", "bf16"),
+                 ((1, 20, 6, 9), (4, 15), "nChw8c", "f16")]
+
+
+def test_every_tier_gives_the_same_nan_bits():
+    runs = [on_tier(tier, SCRIPT, [case + ("special",) for case in SPECIAL_CASES])
+            for tier in registry.supported()]
+    assert len(runs[0]) == 2 * len(SPECIAL_CASES)
+    assert all(run == runs[0] for run in runs)
+    assert all(one == two for one, two in zip(runs[0][::2], runs[0][1::2]))
+    # NaNs of more than one sign or payload reach the results (f32): the test can tell them apart
+    nans = {w for h in runs[0][:10] for w in np.frombuffer(bytes.fromhex(h), np.uint32)
+            if (w & 0x7fffffff) > 0x7f800000}
+    assert len(nans) >= 3
 
 
 # Items of several outer positions (group > 1) on every tier, with the direct path taken where
