@@ -161,16 +161,18 @@ def cdef(specs) -> str:
         "  int64_t taps2, pitch, nseg, cw, rsize, kmax, direct, flat, group, prefetch, span;",
         "  const int32_t *idx2;",
         "  const float *w2;",
-        "  const int64_t *seg, *soff2; int32_t *failed; } gen_resample;",
-        "typedef void (*gen_resample_fn)(const char *, char *, const gen_resample *, int, int);",
-        "void gen_resample_run(intptr_t src, intptr_t dst, const gen_resample *r,",
-        "                      gen_resample_fn fn, int nthr);",
+        "  const int64_t *seg, *soff2; } gen_resample;",
+        "typedef int (*gen_resample_fn)(const char *, char *, const gen_resample *, int, int);",
+        "int gen_resample_run(intptr_t src, intptr_t dst, const gen_resample *r,",
+        "                     gen_resample_fn fn, int nthr);",
     ]
     lines += [f"int gen_cpu_has_{t}(void);" for t in TIERS]
     for s in specs:
-        args = "const gen_resample *" if s.op == "resample" else \
-            "const gen_piece *, const gen_attr *"
-        lines.append(f"void {s.name}(const char *, char *, {args}, int, int);")
+        if s.op == "resample":
+            lines.append(f"int {s.name}(const char *, char *, const gen_resample *, int, int);")
+        else:
+            lines.append(f"void {s.name}(const char *, char *, const gen_piece *, "
+                         "const gen_attr *, int, int);")
     return "\n".join(lines)
 
 

@@ -61,9 +61,9 @@ def render(src: Source) -> "tuple[str, str]":
         for tier, _ in TIERS:
             rp = resample_op._Plan(key, dst_nbytes, tier=tier)
             specs[tier].append(rp.spec)
-            calls[tier].append(f"{rp.spec.name}(src, dst, &{name}_resample, ithr, nthr);")
-        resample_init = (constants.resample_init(name, rp.tables, arrays)
-                         + f", .failed = &{name}_failed")
+            calls[tier].append(f"failed |= {rp.spec.name}(src, dst, &{name}_resample, ithr, "
+                               "nthr);")
+        resample_init = constants.resample_init(name, rp.tables, arrays)
         if rp._zero is not None:
             plans.append(rp._zero)
     attr = ""

@@ -169,8 +169,7 @@ def source(pieces, resample, cflags) -> str:
     specs = [spec for spec, _ in pieces] + ([resample[0]] if resample else [])
     arrays, init, name = [], "", "gen_jit_problem"  # the tables' prefix
     if resample:
-        init = (constants.resample_init(name, resample[1], arrays)
-                + f", .failed = &{name}_failed")
+        init = constants.resample_init(name, resample[1], arrays)
     inits = [constants.piece(fields, arrays, f"{name}_{i}")
              for i, (_, fields) in enumerate(pieces)]
     return codegen.render(

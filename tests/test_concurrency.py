@@ -329,3 +329,43 @@ def test_a_forked_child_runs_calls(tmp_path):
     bits; the parent keeps its threads."""
     p = run_py(FORK_SCRIPT, tmp_path)
     assert p.stdout.split() == ["0", "True"], p.stdout + p.stderr
+
+
+# Three threads call one resampling problem (one cached plan) while the address space leaves
+# room for about one line buffer at a time: each call either gives the right result or raises
+# gen.Error. The failure was a flag of the plan, cleared by each call, so one thread's clear
+# lost another's failure (its destination unwritten, no error).
+OUT_OF_MEMORY_SCRIPT = """
+import resource, threading, time, numpy as np, gen
+x = np.ones((1, 1, 1 << 23, 1), np.float32)  # a line buffer of 200 MB per call
+want = gen.resample_backward(x, alg="linear", in_spatial=(1, 1), threads=1).tobytes()
+counts = {"right": 0, "error": 0, "wrong": 0}
+ready = threading.Barrier(4)
+go = threading.Barrier(4)
+def calls():
+    ready.wait()
+    go.wait()
+    end = time.time() + 5
+    while time.time() < end:
+        try:
+            y = gen.resample_backward(x, alg="linear", in_spatial=(1, 1), threads=1)
+        except gen.Error:
+            counts["error"] += 1
+            continue
+        counts["right" if y.tobytes() == want else "wrong"] += 1
+threads = [threading.Thread(target=calls) for _ in range(3)]
+for t in threads:
+    t.start()
+ready.wait()
+size = int(next(l for l in open("/proc/self/status") if l.startswith("VmSize")).split()[1]) << 10
+resource.setrlimit(resource.RLIMIT_AS, (size + (300 << 20), resource.RLIM_INFINITY))
+go.wait()
+for t in threads:
+    t.join()
+print(counts["wrong"], counts["error"] > 0)
+"""
+
+
+def test_a_call_that_cannot_allocate_fails_alone(tmp_path):
+    p = run_py(OUT_OF_MEMORY_SCRIPT, tmp_path)
+    assert p.stdout.split() == ["0", "True"], p.stdout + p.stderr

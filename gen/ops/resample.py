@@ -291,8 +291,6 @@ class _Plan:
             self._fn = mod.ffi.addressof(mod.lib, spec.name)
             self._run = mod.lib.gen_resample_run
             self._r, self._keep = tb.bind(mod.ffi)
-            self._failed = mod.ffi.new("int32_t *")
-            self._r.failed = self._failed
             self._null = mod.ffi.NULL
             self.jit = jit.Runs((math.prod(key.dims_in) + math.prod(key.dims_out)) * esize,
                                 tb.entries())
@@ -349,9 +347,7 @@ class _Plan:
         if special is not None:
             failed = special[0](src_addr, dst_addr, self._null, nthr)
         else:
-            self._failed[0] = 0
-            self._run(src_addr, dst_addr, self._r, self._fn, nthr)
-            failed = self._failed[0]
+            failed = self._run(src_addr, dst_addr, self._r, self._fn, nthr)
             self.jit.ran(self)
         if failed:
             raise Error("resampling could not allocate its line buffer (out of memory)")
