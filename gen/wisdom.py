@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from collections import namedtuple
 
 from . import codegen, space
@@ -69,10 +70,11 @@ def _file_path(path):
 def save(path) -> int:
     """Writes this process's wisdom to `path` (JSON); returns the number of problems."""
     path = _file_path(path)
+    known = _known.copy()  # one step under the GIL: other threads may tune meanwhile
     data = {"format": FORMAT, "stamp": stamp(),
             "problems": {k: {"kinds": list(c.kinds), "stream": c.stream, "order": c.order}
-                         for k, c in sorted(_known.items())}}
-    tmp = f"{path}.{os.getpid()}.tmp"
+                         for k, c in sorted(known.items())}}
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"  # this thread's own
     try:
         with open(tmp, "w") as f:
             json.dump(data, f, indent=1)
@@ -81,7 +83,7 @@ def save(path) -> int:
         if os.path.isfile(tmp):  # written, not renamed (path is a directory, say)
             os.remove(tmp)
         raise Error(f"cannot write wisdom to {str(path)!r}: {e.strerror}") from None
-    return len(_known)
+    return len(known)
 
 
 @checked

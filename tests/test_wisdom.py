@@ -157,6 +157,31 @@ def test_wisdom_file_round_trip(tmp_path):
     assert run_py(code, tmp_path).stdout.strip() == "ok"
 
 
+def test_threads_save_wisdom_at_once(tmp_path):
+    """Each save writes its own temporary file (they shared one per process: a thread's
+    rename or clean-up took another's, FileNotFoundError) and renames it over the file."""
+    import threading
+    _force(gen.Reorder(gen.MemoryDesc((8, 64, 9, 9), "f32", "nchw"),
+                       gen.MemoryDesc((8, 64, 9, 9), "f32", "nhwc")), "strided")
+    path, failures = tmp_path / "w.json", []
+
+    def saves():
+        for _ in range(200):
+            try:
+                assert gen.save_wisdom(path) == 1
+            except Exception as e:  # any failure, reported below
+                failures.append(repr(e))
+    threads = [threading.Thread(target=saves) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures[:3]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.json"]
+    gen.forget_wisdom()
+    assert gen.load_wisdom(path) == 1
+
+
 def test_wisdom_file_keeps_the_loop_order(tmp_path):
     src, dst = gen.MemoryDesc((8, 64, 9, 9), "f32", "nchw"), \
         gen.MemoryDesc((8, 64, 9, 9), "f32", "nhwc")
