@@ -152,8 +152,13 @@ class Operand:
         steps = [(d - 1) * s for d, s in zip(arr.shape, arr.strides)]
         lo = addr + sum(s for s in steps if s < 0)
         hi = addr + sum(s for s in steps if s > 0) + esize
-        if any(s % esize for s in arr.strides):
-            arr = np.ascontiguousarray(arr)
+        if any(s % esize for s in arr.strides):  # read through a contiguous copy
+            try:
+                arr = np.ascontiguousarray(arr)
+            except (MemoryError, ValueError):
+                raise Error(f"cannot allocate a contiguous copy of the {dtypes.name(dtype)} "
+                            f"array of shape {arr.shape} (its strides {arr.strides} are not "
+                            f"multiples of its item size)") from None
             addr = arr.__array_interface__["data"][0]
         layout = Layout.strided(arr.shape, tuple(s // esize for s in arr.strides))
         return cls(tuple(arr.shape), dtype, layout, addr, lo, hi, arr)

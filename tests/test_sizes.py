@@ -169,6 +169,8 @@ TOO_LARGE = textwrap.dedent("""
     import resource
     resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
     import numpy as np, gen
+    def odd(rows):  # rows x 4 floats over 64 bytes: the rows at stride 0, the floats 1 byte apart
+        return np.ndarray((rows, 4), np.float32, bytearray(64), 0, (0, 1))
     cases = {
         "resample result": lambda: gen.resample(np.zeros((1, 1, 4), np.float32),
                                                 out_spatial=(10 ** 12,)),
@@ -178,6 +180,9 @@ TOO_LARGE = textwrap.dedent("""
             gen.MemoryDesc((1, 3 * 2 ** 36), "u8", "aB16b"), group=2 ** 36),
         "reorder tables": lambda: gen.Reorder(gen.MemoryDesc((3 * 2 ** 30, 2 ** 30), "u8"),
                                               gen.MemoryDesc((3 * 2 ** 30, 2 ** 30), "u8", "ba")),
+        # sources of strides that are not multiples of the item size, read through a copy
+        "odd strides copy": lambda: gen.reorder(odd(2 ** 40), "ab"),
+        "odd strides shuffle": lambda: gen.shuffle_channels(odd(2 ** 33), axis=1, group=2),
     }
     for name, fn in cases.items():
         try:
@@ -190,9 +195,23 @@ TOO_LARGE = textwrap.dedent("""
 """)
 
 
+def test_resample_tables_larger_than_the_memory_available_are_refused(monkeypatch):
+    """Before they are built: their pages would be found missing only when touched (the
+    kernel's out-of-memory killer then ends the process)."""
+    from gen.ops import resample as resample_op
+    monkeypatch.setattr(resample_op, "_available_memory", lambda: 1 << 20)
+    src = gen.MemoryDesc((1, 1, 2, 3), "f32")
+    with pytest.raises(gen.Error, match=r"too large to plan: its tables need about \d+ bytes, "
+                                        r"more than the 1048576 available"):
+        gen.Resample(src, gen.MemoryDesc((1, 1, 1, 4099), "f32"), alg="linear")
+    with pytest.raises(gen.Error, match="too large to plan"):
+        gen.resample(np.zeros((1, 1, 2, 3), np.float32), out_spatial=(4099, 1))
+    assert gen.Resample(src, gen.MemoryDesc((1, 1, 1, 1021), "f32"), alg="linear")
+
+
 def test_too_large_for_memory_is_a_gen_error():
     r = subprocess.run([sys.executable, "-c", TOO_LARGE], capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert len(lines) == 4 and all(" gen.Error " in line for line in lines), r.stdout
+    assert len(lines) == 6 and all(" gen.Error " in line for line in lines), r.stdout
