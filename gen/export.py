@@ -59,7 +59,7 @@ def render(src: Source) -> "tuple[str, str]":
     if src.resample is not None:
         key, dst_nbytes = src.resample
         for tier, _ in TIERS:
-            rp = resample_op._Plan(key, dst_nbytes, tier=tier)
+            rp = resample_op.planned(key, dst_nbytes, tier=tier)
             specs[tier].append(rp.spec)
             calls[tier].append(f"failed |= {rp.spec.name}(src, dst, &{name}_resample, ithr, "
                                "nthr);")

@@ -433,6 +433,8 @@ BAD = [
                  "--alg", "cubic", "--out-spatial", "4x4"]),
     ("resample_s32", ["export", "resample", "--dims", "1x2x3x3", "--src", "s32:nchw",
                       "--out-spatial", "4x4"]),
+    ("resample_tables", ["export", "resample", "--dims", "2x6x3", "--src", "f32:abc",
+                         "--out-spatial", "4000000000"]),  # tables of terabytes
 ]
 # not identifiers, or names the exported C already uses: the library's, reserved ones, gen's
 BAD_NAMES = ["1abc", "a-b", "int", "", "memcpy", "sqrtf", "size_t", "main", "_k", "NAN",

@@ -483,17 +483,47 @@ def _padding_plan(dims, dst: Layout, esize, dst_nbytes):
     return plan.zero_fill(dims, dst, esize, dst_nbytes)
 
 
-@functools.lru_cache(maxsize=64)
-def _plan_of(key: _Key, dst_nbytes) -> _Plan:
-    """The plan (cached: the functional API meets the same problems again), or gen.Error
-    when its per-axis tables cannot be held in memory."""
+# Bytes of a plan's per-axis tables per coordinate (source and destination) of a spatial axis,
+# an upper bound: with temporaries, 50-230 per output coordinate for nearest, 70-450 for linear
+# (forward and backward, one long axis or two, peak resident memory)
+TABLE_BYTES_PER_COORDINATE = 512
+
+
+def _available_memory() -> "int | None":
+    """MemAvailable of /proc/meminfo in bytes, None where it cannot be read."""
     try:
-        return _Plan(key, dst_nbytes)
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def planned(key: _Key, dst_nbytes, tier=None) -> _Plan:
+    """The plan of a problem, or gen.Error when its per-axis tables cannot be held in memory:
+    refused before they are built where they would need more than the memory available (the
+    pages of a large allocation are only found missing when touched, and the kernel's
+    out-of-memory killer then ends the process), else where building them fails."""
+    coordinates = sum(key.dims_in[2:]) + sum(key.dims_out[2:])
+    need, have = coordinates * TABLE_BYTES_PER_COORDINATE, _available_memory()
+    too_large = f"resampling {key.dims_in} -> {key.dims_out} is too large to plan"
+    if have is not None and need > have:
+        raise Error(f"{too_large}: its tables need about {need} bytes, more than the {have} "
+                    f"available")
+    try:
+        return _Plan(key, dst_nbytes, tier=tier)
     except Error:  # a bad setting (GEN_LLC_BYTES), already named
         raise
     except (MemoryError, ValueError) as e:
-        raise Error(f"resampling {key.dims_in} -> {key.dims_out} is too large to plan: "
-                    f"{e}") from None
+        raise Error(f"{too_large}: {e}") from None
+
+
+@functools.lru_cache(maxsize=64)
+def _plan_of(key: _Key, dst_nbytes) -> _Plan:
+    """planned(), cached: the functional API meets the same problems again."""
+    return planned(key, dst_nbytes)
 
 
 # ---------------------------------------------------------------- validation
