@@ -225,11 +225,24 @@ def _load(name, path: Path):
     return module
 
 
+def _sweep(folder: Path) -> None:
+    """Removes the build directories in `folder` older than two build timeouts: left by a
+    build whose processes were killed (no build lives that long)."""
+    old = time.time() - 2 * BUILD_TIMEOUT
+    for entry in folder.glob(".build-*"):
+        try:
+            if entry.stat().st_mtime < old:
+                shutil.rmtree(entry, ignore_errors=True)
+        except OSError:  # removed by another process meanwhile
+            pass
+
+
 def _build(name, text, cflags, ldflags, path: Path) -> None:
     """Compiles in a private directory next to `path`; the child moves the module to `path`
     with os.replace, so a process that finds `path` finds a whole file."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        _sweep(path.parent)
         tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=path.parent))
     except OSError as e:
         raise Error(f"cannot write the cache folder {str(path.parent)!r}: {e.strerror}") \

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import sys
 
 import cffi
@@ -23,19 +24,23 @@ TRAILER = b"gen-jit-sha256:"
 def main(request_file):
     with open(request_file) as f:
         req = json.load(f)
-    ffi = cffi.FFI()
-    ffi.cdef(req["cdef"])
-    ffi.set_source(req["name"], req["source"], extra_compile_args=req["cflags"],
-                   extra_link_args=req["ldflags"])
-    built = ffi.compile(tmpdir=req["tmpdir"])
-    with open(built, "rb") as f:
-        digest = hashlib.sha256(f.read()).digest()
-    with open(built, "ab") as f:
-        f.write(TRAILER + digest)
-    os.replace(built, req["final"])
-    # done even when the process that asked has exited meanwhile
-    shutil.rmtree(req["tmpdir"], ignore_errors=True)
+    try:
+        ffi = cffi.FFI()
+        ffi.cdef(req["cdef"])
+        ffi.set_source(req["name"], req["source"], extra_compile_args=req["cflags"],
+                       extra_link_args=req["ldflags"])
+        built = ffi.compile(tmpdir=req["tmpdir"])
+        with open(built, "rb") as f:
+            digest = hashlib.sha256(f.read()).digest()
+        with open(built, "ab") as f:
+            f.write(TRAILER + digest)
+        os.replace(built, req["final"])
+    finally:
+        # done even when the process that asked has exited meanwhile, or was interrupted
+        # with this one (Ctrl-C reaches the process group)
+        shutil.rmtree(req["tmpdir"], ignore_errors=True)
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # cleans up as on Ctrl-C
     main(sys.argv[1])

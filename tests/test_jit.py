@@ -313,6 +313,46 @@ def test_failed_build_leaves_calls_working(tmp_path, broken):
     assert run_py(child(CASES[1:2]), tmp_path, **env).stderr == ""
 
 
+def test_an_interrupted_build_removes_its_folder(tmp_path):
+    """The builder (gen/jit_build.py, a child process) removes its private folder when it is
+    interrupted in the compiler (Ctrl-C reaches the process group; the folder stayed, with
+    the request, the log and the C source, since the parent's clean-up does not run as it
+    exits)."""
+    from gen import jit
+    folder = tmp_path / ".build-x"
+    folder.mkdir()
+    slow_cc = tmp_path / "cc.sh"
+    slow_cc.write_text("#!/bin/sh\nsleep 60\n")
+    slow_cc.chmod(0o755)
+    request = folder / "request.json"
+    request.write_text(json.dumps({
+        "name": "_gen_jit_stops", "cdef": "int f(void);", "source": "int f(void) { return 0; }",
+        "cflags": [], "ldflags": [], "tmpdir": str(folder), "final": str(tmp_path / "m.so")}))
+    proc = subprocess.Popen([sys.executable, str(jit.BUILDER), str(request)], cwd=folder,
+                            env=dict(os.environ, CC=str(slow_cc)), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    time.sleep(2)  # in the compiler
+    os.killpg(proc.pid, 2)  # SIGINT, as Ctrl-C
+    assert proc.wait(timeout=120) != 0
+    assert not folder.exists() and not (tmp_path / "m.so").exists()
+
+
+def test_folders_of_killed_builds_are_swept(tmp_path):
+    """A build folder older than two build timeouts (its processes were killed: no build
+    lives that long) is removed by the next build into the cache; a recent one is not."""
+    from gen import jit
+    cache = tmp_path / "cache"
+    stale, recent = cache / ".build-stale", cache / ".build-recent"
+    for folder in (stale, recent):
+        folder.mkdir(parents=True)
+        (folder / "request.json").write_text("{}")
+    old = time.time() - 2 * jit.BUILD_TIMEOUT - 60
+    os.utime(stale, (old, old))
+    p = run_py(child(CASES[1:2]), tmp_path, **jit_env(cache))
+    assert json.loads(p.stdout)[0].startswith("jit:")
+    assert not stale.exists() and recent.exists()
+
+
 def test_bad_values(monkeypatch):
     monkeypatch.setenv("GEN_JIT", "yes")
     md = gen.MemoryDesc((3, 5, 67, 71), "f32", "nchw")  # a problem no other test plans
