@@ -385,6 +385,13 @@ def test_scales_as_float_list_or_array():
     for s in (per.tolist(), tuple(per.tolist()), per.astype(np.float32),
               per.astype(np.float32).tolist()):
         assert run_convert(a, "nchw", "u8", "nhwc", {"scales": s, "scale_mask": 2}) == want
+    # the NumPy dtypes of the table's floats, bf16 (ml_dtypes) included: their values
+    halves = per.astype(BF16)
+    want = run_convert(a, "nchw", "u8", "nhwc", {"scales": halves.astype(np.float64),
+                                                 "scale_mask": 2})
+    assert run_convert(a, "nchw", "u8", "nhwc", {"scales": halves, "scale_mask": 2}) == want
+    assert run_convert(a, "nchw", "s8", "nChw16c", {"scales": np.float16(0.3)}) == \
+        run_convert(a, "nchw", "s8", "nChw16c", {"scales": float(np.float16(0.3))})
 
 
 MASKS = [1, 2, 4, 8, 3, 5, 6, 9, 10, 12, 15]

@@ -98,9 +98,10 @@ def _scales(scales, scale_mask, dims):
     try:
         given = np.asarray(scales)
         # real numbers only: no strings, complex values or bools (any shape of the right size:
-        # a (C, H) array for mask 0b110 is read row-major)
-        real = given.dtype.kind in "iuf" or (given.dtype.kind == "O" and all(
-            isinstance(v, numbers.Real) and not isinstance(v, bool) for v in given.flat))
+        # a (C, H) array for mask 0b110 is read row-major); bf16 arrays are ml_dtypes' kind V
+        real = given.dtype.kind in "iuf" or given.dtype == dtypes.numpy_dtype("bf16") or (
+            given.dtype.kind == "O" and all(isinstance(v, numbers.Real) and not isinstance(v, bool)
+                                            for v in given.flat))
         if not real:
             raise TypeError
         with np.errstate(over="ignore"):  # a longdouble past the doubles: inf, refused below
