@@ -555,6 +555,19 @@ def test_dst_zero_point(sdt, ddt, dzp):
     run_convert(a, "nChw8c", ddt, "nhwc", {"dst_zero_point": dzp, "scales": 2.0})
 
 
+@pytest.mark.parametrize("sdt,szp,ddt,dzp", [
+    ("u8", 300, "u8", -3), ("u8", -1, "s8", 256), ("s8", 128, "u8", -129), ("s8", -129, "s8", 128),
+    ("f32", 2 ** 31 - 1, "s32", -(2 ** 31)), ("u8", 2 ** 24 + 1, "f32", 2 ** 24 + 3)])
+def test_zero_points_beyond_the_data_types(sdt, szp, ddt, dzp):
+    """Outside the data type's range (u8 -> u8 with a dst zero point of -3: [10, 200] gives
+    [7, 197]); beyond 2**24, as the f32 nearest them."""
+    a = tensor(sdt, SHAPE, "zpx")
+    run_convert(a, "nchw", ddt, "nChw16c", {"src_zero_point": szp, "dst_zero_point": dzp})
+    got = gen.reorder(np.array([10, 200], np.float32), gen.MemoryDesc((2,), "u8"),
+                      dst_zero_point=-3)
+    assert got.to_array().tolist() == [7, 197]
+
+
 def test_zero_points_given_as_numpy_integers():
     a = tensor("u8", SHAPE, "npzp")
     want = run_convert(a, "nchw", "s8", "nChw16c", {"src_zero_point": 128, "dst_zero_point": -2})
@@ -1014,15 +1027,16 @@ def test_complex_and_overflowing_attribute_scalars(recwarn):
     assert not recwarn.list
 
 
-@pytest.mark.parametrize("sdt,szp", [("u8", 300), ("u8", -1), ("u8", 256), ("s8", 128),
-                                     ("s8", -129), ("s32", 2 ** 31), ("s32", -(2 ** 31) - 1)])
+# zero points are int32 values (oneDNN's), whatever the data type
+@pytest.mark.parametrize("sdt,szp", [("u8", 2 ** 31), ("s8", -(2 ** 31) - 1), ("s32", 2 ** 31),
+                                     ("s32", -(2 ** 31) - 1), ("f32", 2 ** 40)])
 def test_src_zero_point_out_of_range(sdt, szp):
     src, dst = _src_dst(sdt, "f32")
     _raises_everywhere(src, dst, [str(szp)], src_zero_point=szp)
 
 
-@pytest.mark.parametrize("ddt,dzp", [("u8", 256), ("u8", -1), ("s8", 128), ("s8", -129),
-                                     ("s32", 2 ** 31), ("s32", -(2 ** 31) - 1)])
+@pytest.mark.parametrize("ddt,dzp", [("u8", 2 ** 31), ("s8", -(2 ** 31) - 1), ("s32", 2 ** 31),
+                                     ("bf16", -(2 ** 31) - 1)])
 def test_dst_zero_point_out_of_range(ddt, dzp):
     src, dst = _src_dst("f32", ddt)
     _raises_everywhere(src, dst, [str(dzp)], dst_zero_point=dzp)
@@ -1043,6 +1057,6 @@ def test_errors_with_numpy_source_write_nothing():
     dst = fill(gen.Memory(gen.MemoryDesc(SHAPE, "u8", "nChw16c")), "rand", "u8")
     snap = bytes(dst.data)
     raises_gen(lambda: gen.reorder(a, dst, scales=[1.0] * 5, scale_mask=2), "5")
-    raises_gen(lambda: gen.reorder(a, dst, dst_zero_point=-1), "-1")
+    raises_gen(lambda: gen.reorder(a, dst, dst_zero_point=2 ** 31), str(2 ** 31))
     raises_gen(lambda: gen.reorder(a, dst, sum_scale=float("nan")), "nan", "NaN")
     assert bytes(dst.data) == snap

@@ -19,8 +19,9 @@ from ..layout import MemoryDesc, concrete
 from ..memory import Memory, Operand, check_call
 from ..problem import Layout
 
-# Zero points of a float type must be integers a float holds exactly.
-_FLOAT_ZP_RANGE = (-2**24, 2**24)
+# Zero points are int32 values, as oneDNN's, whatever the data type (a u8 destination may take
+# -3: the formula's saturation applies), used as the f32 nearest them
+_ZERO_POINT_RANGE = (-2**31, 2**31 - 1)
 
 
 @dataclass(frozen=True)
@@ -68,19 +69,18 @@ def _finite(name, value):
     return v
 
 
-def _zero_point(name, value, dtype):
+def _zero_point(name, value):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise Error(f"{name} must be an integer, got {value!r}")
     try:
         whole = float(value).is_integer()
-    except OverflowError:  # an int past the floats: out of every type's range
+    except OverflowError:  # an int past the floats: out of the range
         whole = False
+    lo, hi = _ZERO_POINT_RANGE
     if not whole:
-        raise Error(f"{name} must be an integer in its type's range, got {value!r}")
-    entry = dtypes.TABLE[dtype]
-    lo, hi = (entry.lo, entry.hi) if entry.is_int else _FLOAT_ZP_RANGE
+        raise Error(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
     if not lo <= int(value) <= hi:
-        raise Error(f"{name}={value!r} is out of the range [{lo}, {hi}] of {dtype}")
+        raise Error(f"{name}={value!r} is out of the int32 range [{lo}, {hi}]")
     return int(value)
 
 
@@ -137,8 +137,8 @@ def attrs(dims, src_dtype, dst_dtype, scales=None, scale_mask=0, src_zero_point=
                         f"({', '.join(dtypes.TABLE)})")
     beta = None if sum_scale is None else _finite("sum_scale", sum_scale)
     return Attrs(plan.Conversion(src_dtype, dst_dtype, beta is not None), values, mask,
-                 _zero_point("src_zero_point", src_zero_point, src_dtype),
-                 _zero_point("dst_zero_point", dst_zero_point, dst_dtype), beta)
+                 _zero_point("src_zero_point", src_zero_point),
+                 _zero_point("dst_zero_point", dst_zero_point), beta)
 
 
 def _check_dims(src_dims, dst_dims):
