@@ -206,6 +206,8 @@ def options(args):
         raise ValueError("bad --threads %r (want e.g. 1,2)" % args.threads) from None
     if args.random < 0:
         raise ValueError("bad --random %d (want a count >= 0)" % args.random)
+    if args.seed < 0:  # NumPy's message named neither
+        raise ValueError("bad --seed %d (want an integer >= 0)" % args.seed)
     if args.min_time < 0 or args.repeat < 1:
         raise ValueError("bad --min-time %g / --repeat %d (want >= 0 / >= 1)"
                          % (args.min_time, args.repeat))

@@ -182,5 +182,6 @@ def write(source: Source, out_dir) -> "tuple[Path, Path]":
     except OSError as e:
         for path in written:  # no half export left behind
             path.unlink(missing_ok=True)
-        raise Error(f"cannot write to {out_dir!r}: {e.strerror}") from None
+        where = e.filename if e.filename is not None else out_dir  # the file, or the folder
+        raise Error(f"cannot write to {str(where)!r}: {e.strerror}") from None
     return paths

@@ -26,6 +26,7 @@ def run_bench(capsys, *argv):
     (["--threads", "0"], "bad --threads '0'"),
     (["--threads", "1,x"], "bad --threads '1,x'"),
     (["--random", "-1"], "bad --random -1"),
+    (["--seed", "-1", "--random", "2"], "bad --seed -1"),
     (["--repeat", "0"], "--repeat 0"),
     (["no such case"], "no case matches no such case"),
 ])

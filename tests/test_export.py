@@ -511,6 +511,7 @@ def test_failed_write_leaves_no_file(tmp_path):
     r = run_cli(["export", "reorder", "--dims", "2x3", "--src", "f32:nc", "--dst", "f32:cn",
                  "--name", "k", "-o", str(out)], cwd=tmp_path)
     _check_one_line_error(r, "k.h a directory")
+    assert repr(str(out / "k.h")) in r.stderr  # the file, not its folder
     assert sorted(p.name for p in out.iterdir()) == ["k.h"]
 
 
