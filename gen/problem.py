@@ -149,14 +149,23 @@ class Layout:
         return off
 
 
+def _levels(axis, layouts):
+    return sorted({lv for lay in layouts for lv in lay.levels(axis)})
+
+
+def nest(axis, *layouts) -> bool:
+    """Whether the layouts' block extents along the axis divide each other (8 and 16 do, 4
+    and 6 do not)."""
+    levels = _levels(axis, layouts)
+    return all(hi % lo == 0 for lo, hi in zip(levels, levels[1:]))
+
+
 def _chain(axis, dims, *layouts):
-    levels = sorted({lv for lay in layouts for lv in lay.levels(axis)})
-    for lo, hi in zip(levels, levels[1:]):
-        if hi % lo:
-            sides = " and ".join(str(lay.levels(axis)) for lay in layouts)
-            raise NestError(f"blocks of axis {axis} (size {dims[axis]}) do not nest: "
+    if not nest(axis, *layouts):
+        sides = " and ".join(str(lay.levels(axis)) for lay in layouts)
+        raise NestError(f"blocks of axis {axis} (size {dims[axis]}) do not nest: "
                         f"block extents {sides}")
-    return levels
+    return _levels(axis, layouts)
 
 
 def _boxes(lo, hi, levels, unroll=False):

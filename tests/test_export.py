@@ -196,6 +196,8 @@ REORDERS = [
     # tiles whose B is narrower than a row: rows that follow each other, a converted gap
     ("narrow_move", (2, 8, 9, 11), "f32:aBcd4b", "f32:nchw", {}, True),
     ("narrow_f32_bf16", (3, 19, 5, 7), "f32:aBcd4b", "bf16:nchw", {"scales": [0.5]}, True),
+    # channel blocks that do not nest (4 and 6): the channels read through a table
+    ("blocks_4_6", (2, 10, 3, 5), "f32:aBcd4b", "s8:aBcd6b", {"scales": [0.5]}, True),
     # large enough for the OpenMP path (traffic >= 2 x 128 KiB)
     ("big_nchw_nhwc", (2, 32, 24, 24), "f32:nchw", "f32:nhwc", {}, False),
     ("big_bf16_f32", (2, 40, 24, 24), "bf16:nChw16c", "f32:nhwc", {}, False),

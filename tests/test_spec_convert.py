@@ -422,6 +422,17 @@ def test_per_axis_scales(mask, layout):
     run_convert(b, layout[0], "f32", layout[1], {"scales": s, "scale_mask": mask})
 
 
+@pytest.mark.parametrize("sdt,ddt", [("f32", "s8"), ("u8", "bf16"), ("s8", "f32")])
+def test_conversions_between_blocks_that_do_not_nest(sdt, ddt):
+    """Channel blocks of 4 and 6 (19 channels: both padded), with a scale per channel and zero
+    points: the channel axis is read through a table of its source offsets."""
+    a = tensor(sdt, SHAPE, "nonest", sdt)
+    s = mask_scales(SHAPE, 2, rng_of("nonest", sdt))
+    for src, dst in (("aBcd4b", "aBcd6b"), ("aBcd6b", "ABcd2a4b")):
+        run_convert(a, src, ddt, dst, {"scales": s, "scale_mask": 2, "src_zero_point": 1,
+                                       "dst_zero_point": -2})
+
+
 @pytest.mark.parametrize("mask", [1, 2, 3])
 def test_per_axis_scales_weights_layout(mask):
     shape = (19, 21, 3, 2)

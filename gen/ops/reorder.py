@@ -17,7 +17,7 @@ from .. import dtypes, plan, registry, runtime
 from ..errors import Error, SetOnce, checked
 from ..layout import MemoryDesc, concrete
 from ..memory import Memory, Operand, check_call
-from ..problem import Layout
+from ..problem import Layout, nest
 
 # Zero points are int32 values, as oneDNN's, whatever the data type (a u8 destination may take
 # -3: the formula's saturation applies), used as the f32 nearest them
@@ -158,6 +158,11 @@ def _dst_memory(dst, src: Operand) -> Memory:
 
 def _plan(dims, src: Layout, dst: Layout, dst_dtype, dst_nbytes, at: "Attrs | None"):
     esize = dtypes.itemsize(dst_dtype)
+    # an axis whose blocks do not nest between src and dst (A4a -> A3a) is read through a
+    # table of its source offsets, which the planner takes index by index
+    for axis in range(len(dims)):
+        if not nest(axis, src, dst):
+            src = src.gather(axis, range(dims[axis]))
     if at is None:
         return plan.cached(dims, src, dst, esize, dst_nbytes)
     return plan.cached(dims, src, dst, esize, dst_nbytes, at.convert, at.scale_layout(dims))
