@@ -22,7 +22,17 @@ def read_only(obj, name, value=None):
 
 class SetOnce:
     """A primitive: its public attributes (descs, axis, alg, ...) are set once, in __init__,
-    as its plan was made for them; later assignments raise ReadOnlyError."""
+    as its plan was made for them; later assignments raise ReadOnlyError. A copy or a pickle
+    is made again from the arguments it was made with (its plan holds C objects)."""
+
+    def __new__(cls, *args, **kwargs):
+        self = super().__new__(cls)
+        object.__setattr__(self, "_made_with", (args, kwargs))
+        return self
+
+    def __reduce__(self):
+        args, kwargs = self._made_with
+        return functools.partial(type(self), **kwargs), args
 
     def __setattr__(self, name, value):
         if not name.startswith("_") and hasattr(self, name):

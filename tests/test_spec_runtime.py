@@ -272,3 +272,24 @@ def test_primitive_attributes_are_read_only():
     y = prims["desc"](x, gen.Memory(md))
     assert np.array_equal(y.to_array(), np.arange(24.0).reshape(1, 2, 2, 6)
                           .transpose(0, 2, 1, 3).reshape(1, 4, 6))
+
+
+def test_primitives_copy_and_pickle():
+    """A copy, a deep copy or an unpickled primitive (made again from its arguments: its plan
+    holds C objects, which pickle refused with TypeError) runs as the original does."""
+    import copy
+    import pickle
+    md, up = gen.MemoryDesc((2, 19, 3, 5), "f32"), gen.MemoryDesc((2, 19, 7, 4), "f32")
+    prims = [gen.Reorder(md, gen.MemoryDesc(md.dims, "s8", "nChw16c"), scales=[0.5] * 19,
+                         scale_mask=2, dst_zero_point=3),
+             gen.ShuffleChannels(md, axis=1, group=19, backward=True),
+             gen.Resample(md, up, alg="linear"), gen.ResampleBackward(up, md, alg="linear")]
+    for p in prims:
+        src_desc = p.desc if isinstance(p, gen.ShuffleChannels) else p.src_desc
+        dst_desc = p.desc if isinstance(p, gen.ShuffleChannels) else p.dst_desc
+        x = gen.Memory.from_array(np.random.default_rng(5).standard_normal(src_desc.dims)
+                                  .astype(np.float32), src_desc.format)
+        want = bytes(p(x, gen.Memory(dst_desc)).data)
+        for q in (copy.copy(p), copy.deepcopy(p), pickle.loads(pickle.dumps(p))):
+            assert type(q) is type(p) and q is not p and q.kernel == p.kernel
+            assert bytes(q(x, gen.Memory(dst_desc)).data) == want
