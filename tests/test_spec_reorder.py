@@ -357,6 +357,17 @@ def test_non_nesting_blocks(dims, t1, t2):
     check_dst(gen.reorder(src_memory(a, t1), t2), a, t2)
 
 
+def test_non_nesting_blocks_of_a_long_axis_are_refused():
+    """The planner takes such an axis index by index: past 16384 indices, gen.Error naming
+    the count rather than minutes of planning."""
+    from gen.ops import reorder as reorder_op
+    n = reorder_op.GATHER_INDICES
+    assert gen.Reorder(gen.MemoryDesc((n, 2), "f32", "Ab4a"),
+                       gen.MemoryDesc((n, 2), "f32", "Ab3a"))
+    raises_gen(lambda: gen.Reorder(gen.MemoryDesc((n + 1, 2), "f32", "Ab4a"),
+                                   gen.MemoryDesc((n + 1, 2), "f32", "Ab3a")), str(n + 1))
+
+
 def test_random_medium_sizes():
     """Sizes large enough for vector tiles, with odd tails, on random layout pairs."""
     _random_pairs(777, 40, [np.uint8, BF16, np.float32, np.float64], (2, 5), 41, 60000)
