@@ -8,11 +8,11 @@ from .memory import Memory
 from .ops.reorder import Reorder, reorder
 from .ops.resample import Resample, ResampleBackward, resample, resample_backward
 from .ops.shuffle import ShuffleChannels, shuffle_channels, shuffle_channels_backward
-from .jit import wait as jit_wait
+from .jit import jit_wait
 from .registry import isa, kernels
 from .runtime import set_num_threads
 from .tune import tune
-from .wisdom import forget as forget_wisdom, load as load_wisdom, save as save_wisdom
+from .wisdom import forget_wisdom, load_wisdom, save_wisdom
 
 __all__ = ["Error", "MemoryDesc", "Memory", "Reorder", "reorder", "ShuffleChannels",
            "shuffle_channels", "shuffle_channels_backward", "Resample", "ResampleBackward",

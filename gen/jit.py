@@ -150,7 +150,7 @@ os.register_at_fork(after_in_child=_reset)
 
 
 @checked
-def wait(timeout=None) -> bool:
+def jit_wait(timeout=None) -> bool:
     """`gen.jit_wait`: wait until every requested specialisation is built (or failed);
     False when `timeout` seconds passed first."""
     if timeout is not None:

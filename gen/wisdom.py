@@ -49,7 +49,7 @@ def record(problem_key: str, choice: Choice) -> None:
 
 
 @checked
-def forget() -> None:
+def forget_wisdom() -> None:
     """Drop all wisdom of this process (plans made afterwards use the registry's guess)."""
     _known.clear()
     _plans_changed()
@@ -67,7 +67,7 @@ def _file_path(path):
 
 
 @checked
-def save(path) -> int:
+def save_wisdom(path) -> int:
     """Writes this process's wisdom to `path` (JSON); returns the number of problems."""
     path = _file_path(path)
     known = _known.copy()  # one step under the GIL: other threads may tune meanwhile
@@ -87,9 +87,9 @@ def save(path) -> int:
 
 
 @checked
-def load(path) -> int:
-    """Adds the wisdom of `path` (written by `save` of the same gen build); returns the number
-    of problems read."""
+def load_wisdom(path) -> int:
+    """Adds the wisdom of `path` (written by `save_wisdom` of the same gen build); returns the
+    number of problems read."""
     path = _file_path(path)
     try:
         with open(path) as f:

@@ -1267,11 +1267,15 @@ def _entry_points():
 
 def test_arguments_that_do_not_fit_a_signature():
     """An unknown keyword, or one positional argument too many, to any entry point: gen.Error
-    naming it (not Python's TypeError); each call works with the arguments it takes."""
+    naming it (not Python's TypeError), a function by its public name; each call works with
+    the arguments it takes."""
+    public = {id(getattr(gen, name)): name for name in gen.__all__
+              if not isinstance(getattr(gen, name), type)}
     for fn, args, kw in _entry_points():
         fn(*args, **kw)
         e = expect_gen_error(fn, *args, no_such_argument=1, **kw)
         assert "no_such_argument" in str(e), (fn, e)
+        assert id(fn) not in public or str(e).startswith(public[id(fn)] + ":"), e
         e = expect_gen_error(fn, *args, *[None] * 9, 8.25, **kw)
         assert "8.25" in str(e), (fn, e)
 
