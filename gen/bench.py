@@ -19,6 +19,7 @@ The closing summary, per thread count: the median ratio to copy over the DRAM-si
 peer of each case (median, lowest).
 """
 import json
+import math
 import os
 import platform
 import statistics
@@ -29,7 +30,7 @@ import numpy as np
 
 import gen
 
-from . import bench_cases, peers
+from . import bench_cases, peers, runtime
 from .peers import sycl
 
 WARM_S = 0.03         # untimed calls at the start of each round
@@ -200,15 +201,18 @@ def options(args):
     """(threads, cases) of the command line, or raise ValueError with a one-line message."""
     try:
         threads = [int(t) for t in args.threads.split(",")]
-        if min(threads) < 1:
+        # each count once, and one the runtime runs as such (it caps larger ones)
+        if min(threads) < 1 or max(threads) > runtime.MAX_THREADS \
+                or len(set(threads)) < len(threads):
             raise ValueError
     except ValueError:
-        raise ValueError("bad --threads %r (want e.g. 1,2)" % args.threads) from None
+        raise ValueError("bad --threads %r (want distinct counts in 1..%d, e.g. 1,2)"
+                         % (args.threads, runtime.MAX_THREADS)) from None
     if args.random < 0:
         raise ValueError("bad --random %d (want a count >= 0)" % args.random)
     if args.seed < 0:  # NumPy's message named neither
         raise ValueError("bad --seed %d (want an integer >= 0)" % args.seed)
-    if args.min_time < 0 or args.repeat < 1:
+    if not 0 <= args.min_time < math.inf or args.repeat < 1:  # NaN and inf too
         raise ValueError("bad --min-time %g / --repeat %d (want >= 0 / >= 1)"
                          % (args.min_time, args.repeat))
     if args.plot:
@@ -216,10 +220,13 @@ def options(args):
         bench_plot.check()
     for opt, path in (("--json", args.json), ("--plot", args.plot)):
         if path and not args.list:  # found out now, not after minutes of timing
+            new = not os.path.lexists(path)
             try:
                 open(path, "a").close()
             except OSError as e:
                 raise ValueError(f"bad {opt} {path!r}: {e.strerror}") from None
+            if new:  # only a check: written after the run
+                os.remove(path)
     wanted = args.cases + args.select
     cases = [c for c in bench_cases.CASES + bench_cases.random_cases(args.random, args.seed)
              if not wanted or any(w in c.name for w in wanted)]

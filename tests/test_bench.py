@@ -27,6 +27,10 @@ def run_bench(capsys, *argv):
     (["--threads", "1,x"], "bad --threads '1,x'"),
     (["--random", "-1"], "bad --random -1"),
     (["--seed", "-1", "--random", "2"], "bad --seed -1"),
+    (["--threads", "1,1"], "bad --threads '1,1'"),  # rows twice
+    (["--threads", "100000"], "bad --threads '100000'"),  # run on 1024, labelled 100000
+    (["--min-time", "inf"], "bad --min-time inf"),  # never ended
+    (["--min-time", "nan"], "bad --min-time nan"),
     (["--repeat", "0"], "--repeat 0"),
     (["no such case"], "no case matches no such case"),
 ])
@@ -44,6 +48,17 @@ def test_unwritable_output_is_one_line_before_the_run(capsys, monkeypatch, tmp_p
         status, out, err = run_bench(capsys, option, str(path), TINY)
         assert status == 2 and out == "" and err.count("\n") == 1, err
         assert option in err and str(path) in err
+
+
+def test_a_failed_run_leaves_no_json_file(capsys, tmp_path):
+    """The --json path is checked before the run, then removed where it was new: a run that
+    stops on another bad option leaves nothing behind; a file that was there stays as it was."""
+    path = tmp_path / "b.json"
+    status, _, err = run_bench(capsys, "--json", str(path), "no such case")
+    assert status == 2 and "no case matches" in err and not path.exists()
+    path.write_text("kept")
+    assert run_bench(capsys, "--json", str(path), "no such case")[0] == 2
+    assert path.read_text() == "kept"
 
 
 def test_plot_without_matplotlib_is_one_line(capsys, monkeypatch, tmp_path):
