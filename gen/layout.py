@@ -223,7 +223,10 @@ class MemoryDesc:
 
     def __repr__(self):
         how = f"format={self.format!r}" if self.format else f"strides={self.strides}"
-        blocks = "" if self.format else f", inner_blocks={self.inner_blocks}"
+        # inner blocks without a tag (a reshape's) have no constructor argument: shown only
+        # where there are some, so that the others' repr makes them again
+        blocks = "" if self.format or not self.inner_blocks else \
+            f", inner_blocks={self.inner_blocks}"
         return f"MemoryDesc({self.dims}, {dtypes.name(self.dtype)!r}, {how}{blocks})"
 
     # --- views of the same bytes ----------------------------------------------------------
@@ -238,8 +241,11 @@ class MemoryDesc:
         return MemoryDesc._make(pick(self.dims), self.dtype, pick(self.padded_dims),
                                 pick(self.strides), blocks)
 
-    def reshape(self, dims) -> "MemoryDesc":
-        """The same bytes seen as NumPy's row-major reshape of the logical content."""
+    def reshape(self, dims, *more) -> "MemoryDesc":
+        """The same bytes seen as NumPy's row-major reshape of the logical content; the dims
+        as a sequence, or as NumPy also takes them, one argument per axis (reshape(2, 3))."""
+        if more or isinstance(dims, (int, np.integer)) and not isinstance(dims, (bool, np.bool_)):
+            dims = (dims, *more)
         return _reshape(concrete(self, "reshape"), _check_dims(dims))
 
 

@@ -102,7 +102,7 @@ def _wrap(buffer, desc) -> np.ndarray:
     if readonly:
         raise Error("buffer is read-only; a Memory must be writable")
     if not contiguous:
-        raise Error("buffer must be contiguous")
+        raise Error("buffer must be C-contiguous (its bytes are read in row-major order)")
     if objects:  # Python object references: writing bytes over them would crash
         raise Error(f"buffer of Python objects ({type(buffer).__name__}) cannot hold tensor data")
     try:

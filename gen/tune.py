@@ -40,7 +40,9 @@ def _scratch(desc) -> Memory:
 @checked
 def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
     """Measures `primitive`'s kernel choices at `threads`, switches it to the fastest and
-    records that as wisdom. Returns {"kernel": chosen kernel, "candidates": {kernel: us}}."""
+    records that as wisdom. Returns {"kernel": chosen kernel, "candidates": {"KERNELS
+    stream=S order=O": us}} (one candidate, named by its kernel alone, where there is no
+    choice)."""
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise Error(f"repeat must be a positive integer, got {repeat!r}")
     nthr = runtime.num_threads(threads)

@@ -582,6 +582,24 @@ def test_reshape_to_its_own_dims_is_itself(fmt):
         assert md.reshape(dims) == md, (fmt, dims)
 
 
+def test_reshape_takes_dims_as_numpy_does():
+    """A sequence, one argument per axis, or one int (reshape(2, 12), reshape(24)); bools and
+    floats are not dims."""
+    md = gen.MemoryDesc((2, 3, 4), "f32", "abc")
+    for args in (((2, 12),), ([2, 12],), (2, 12), (np.int64(2), 12)):
+        assert md.reshape(*args) == gen.MemoryDesc((2, 12), "f32", "ab"), args
+    assert md.reshape(24) == md.reshape(dims=(24,)) == gen.MemoryDesc((24,), "f32", "a")
+    for bad in ((True,), (2.0, 12), ((2, 12), 1)):
+        raises_gen(lambda: md.reshape(*bad), "dims")
+
+
+def test_repr_of_a_desc_without_a_tag_makes_it_again():
+    md = gen.MemoryDesc((2, 3), "f32", strides=(8, 1))
+    assert eval(repr(md), {"MemoryDesc": gen.MemoryDesc}) == md
+    blocked = gen.MemoryDesc((2, 32, 4, 5), "f32", "nChw16c").reshape((2, 4, 8, 4, 5))
+    assert "inner_blocks=((1, 2), (2, 8))" in repr(blocked)  # no argument makes these
+
+
 def test_reshape_random():
     """Random reshapes: required ones must work, every result must be right."""
     rng = np.random.default_rng(31337)
