@@ -45,6 +45,10 @@ MIN_TRAFFIC = 1 << 16
 # Table elements (a resampling's taps) a module may hold as constants: 2^20 is about 8 MB of
 # C, a few seconds of gcc.
 MAX_TABLE = 1 << 20
+# Pieces a module may run: each inlines its kernel (the bench's problems have 9 at most; a
+# reorder between blocks that do not nest has one per index of those axes: 4096 made 2.6 MB
+# of C that gcc had not compiled after 5 minutes).
+MAX_PIECES = 64
 BUILD_TIMEOUT = 600  # seconds: a hung compiler gives up, the plan stays generic
 LINKAGE = "static inline __attribute__((always_inline)) "
 # `at` as void *: the caller's gen_attr belongs to the installed module's ffi, and cffi
@@ -61,10 +65,10 @@ def enabled() -> bool:
     return value != "0"
 
 
-def worth(traffic: int, table: int = 0) -> bool:
-    """Whether a plan moving `traffic` bytes per call, with `table` elements of tables, is
-    specialised when run again (reads GEN_JIT: gen.Error when bad)."""
-    return enabled() and traffic >= MIN_TRAFFIC and table <= MAX_TABLE
+def worth(traffic: int, table: int = 0, pieces: int = 1) -> bool:
+    """Whether a plan moving `traffic` bytes per call, with `table` elements of tables and
+    `pieces` pieces, is specialised when run again (reads GEN_JIT: gen.Error when bad)."""
+    return enabled() and traffic >= MIN_TRAFFIC and table <= MAX_TABLE and pieces <= MAX_PIECES
 
 
 class Runs:
@@ -73,8 +77,8 @@ class Runs:
     and `jit_parts()`: ((spec, gen_piece fields) per piece, (spec, Tables) of a resampling
     or None)."""
 
-    def __init__(self, traffic: int, table: int = 0):
-        self.count = 0 if worth(traffic, table) else None  # None: never specialised
+    def __init__(self, traffic: int, table: int = 0, pieces: int = 1):
+        self.count = 0 if worth(traffic, table, pieces) else None  # None: never specialised
         self.requested = False
         self.special = None  # (entry point, kernel name) once the module is loaded
 

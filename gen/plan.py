@@ -424,7 +424,7 @@ class Plan:
                     setattr(task.piece, key, value)
         # the kernels a call runs now ("jit:" and theirs once specialised)
         self.kernel = "+".join(dict.fromkeys(spec.name for spec, _ in self.bound))
-        self.jit = jit.Runs(traffic)
+        self.jit = jit.Runs(traffic, pieces=len(self.bound))
 
     def key(self) -> str:
         """The problem as wisdom knows it: tier, nest, conversion, destination size."""

@@ -18,6 +18,7 @@ import time
 import pytest
 
 import gen
+from gen import jit
 from checks import child_env, raises_gen, run_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -318,7 +319,6 @@ def test_an_interrupted_build_removes_its_folder(tmp_path):
     interrupted in the compiler (Ctrl-C reaches the process group; the folder stayed, with
     the request, the log and the C source, since the parent's clean-up does not run as it
     exits)."""
-    from gen import jit
     folder = tmp_path / ".build-x"
     folder.mkdir()
     slow_cc = tmp_path / "cc.sh"
@@ -340,7 +340,6 @@ def test_an_interrupted_build_removes_its_folder(tmp_path):
 def test_folders_of_killed_builds_are_swept(tmp_path):
     """A build folder older than two build timeouts (its processes were killed: no build
     lives that long) is removed by the next build into the cache; a recent one is not."""
-    from gen import jit
     cache = tmp_path / "cache"
     stale, recent = cache / ".build-stale", cache / ".build-recent"
     for folder in (stale, recent):
@@ -351,6 +350,17 @@ def test_folders_of_killed_builds_are_swept(tmp_path):
     p = run_py(child(CASES[1:2]), tmp_path, **jit_env(cache))
     assert json.loads(p.stdout)[0].startswith("jit:")
     assert not stale.exists() and recent.exists()
+
+
+def test_plans_of_many_pieces_are_not_specialised(monkeypatch):
+    """A module inlines each piece's kernel: a reorder between blocks that do not nest (a
+    piece per channel) stays generic, where a nesting pair of the same size is specialised."""
+    monkeypatch.setenv("GEN_JIT", "1")
+    md = gen.MemoryDesc((1, 517, 8, 9), "f32", "aBcd4b")  # dims no other test plans
+    many = gen.Reorder(md, gen.MemoryDesc(md.dims, "f32", "aBcd6b"))
+    few = gen.Reorder(md, gen.MemoryDesc(md.dims, "f32", "aBcd8b"))
+    assert len(many._plan.bound) > jit.MAX_PIECES and many._plan.jit.count is None
+    assert len(few._plan.bound) <= jit.MAX_PIECES and few._plan.jit.count is not None
 
 
 def test_bad_values(monkeypatch):

@@ -357,15 +357,18 @@ def test_non_nesting_blocks(dims, t1, t2):
     check_dst(gen.reorder(src_memory(a, t1), t2), a, t2)
 
 
-def test_non_nesting_blocks_of_a_long_axis_are_refused():
-    """The planner takes such an axis index by index: past 16384 indices, gen.Error naming
-    the count rather than minutes of planning."""
+def test_non_nesting_blocks_of_long_axes_are_refused():
+    """The planner takes such axes index by index (a piece per combination of their indices):
+    past 16384 combinations, gen.Error naming the count rather than minutes of planning;
+    over two axes, their product counts."""
     from gen.ops import reorder as reorder_op
     n = reorder_op.GATHER_INDICES
     assert gen.Reorder(gen.MemoryDesc((n, 2), "f32", "Ab4a"),
                        gen.MemoryDesc((n, 2), "f32", "Ab3a"))
     raises_gen(lambda: gen.Reorder(gen.MemoryDesc((n + 1, 2), "f32", "Ab4a"),
                                    gen.MemoryDesc((n + 1, 2), "f32", "Ab3a")), str(n + 1))
+    raises_gen(lambda: gen.Reorder(gen.MemoryDesc((129, 128), "f32", "AB4a4b"),
+                                   gen.MemoryDesc((129, 128), "f32", "AB6a6b")), str(129 * 128))
 
 
 def test_random_medium_sizes():

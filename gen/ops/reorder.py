@@ -6,6 +6,7 @@ otherwise it runs the conversion kernels, which compute in f32
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import time
@@ -17,7 +18,7 @@ from .. import dtypes, plan, registry, runtime
 from ..errors import Error, SetOnce, checked
 from ..layout import MemoryDesc, concrete
 from ..memory import Memory, Operand, check_call
-from ..problem import Layout, nest
+from ..problem import Layout, NestError, nest
 
 # Zero points are int32 values, as oneDNN's, whatever the data type (a u8 destination may take
 # -3: the formula's saturation applies), used as the f32 nearest them
@@ -156,26 +157,35 @@ def _dst_memory(dst, src: Operand) -> Memory:
     raise Error(f"dst must be a gen.Memory, gen.MemoryDesc or format string, got {dst!r}")
 
 
-# The most indices of an axis whose blocks do not nest between src and dst: the planner takes
-# them one by one (about 70 us each: 16384 plan in 1 s)
+# The most index combinations of the axes whose blocks do not nest between src and dst: the
+# planner takes them one by one, a piece each (about 70 us: 16384 plan in 1 s)
 GATHER_INDICES = 1 << 14
+
+
+@functools.lru_cache(maxsize=64)
+def _gathered(dims, src: Layout, dst: Layout) -> Layout:
+    """src with each axis whose blocks do not nest with dst's (A4a -> A3a) read through a
+    table of its source offsets, or gen.Error where those axes hold more than GATHER_INDICES
+    index combinations."""
+    axes = [axis for axis in range(len(dims)) if not nest(axis, src, dst)]
+    count = math.prod(dims[axis] for axis in axes)
+    if count > GATHER_INDICES:
+        blocks = ", ".join(f"axis {a}: {src.levels(a)} and {dst.levels(a)}" for a in axes)
+        raise Error(f"blocks do not nest between src and dst (block extents {blocks}), and "
+                    f"those axes hold {count} index combinations, more than the "
+                    f"{GATHER_INDICES} that such a reorder takes")
+    for axis in axes:
+        src = src.gather(axis, range(dims[axis]))
+    return src
 
 
 def _plan(dims, src: Layout, dst: Layout, dst_dtype, dst_nbytes, at: "Attrs | None"):
     esize = dtypes.itemsize(dst_dtype)
-    # an axis whose blocks do not nest between src and dst (A4a -> A3a) is read through a
-    # table of its source offsets, which the planner takes index by index
-    for axis in range(len(dims)):
-        if not nest(axis, src, dst):
-            if dims[axis] > GATHER_INDICES:
-                raise Error(f"blocks of axis {axis} do not nest between src and dst (block "
-                            f"extents {src.levels(axis)} and {dst.levels(axis)}), and its "
-                            f"{dims[axis]} indices are more than the {GATHER_INDICES} that "
-                            f"such a reorder takes")
-            src = src.gather(axis, range(dims[axis]))
-    if at is None:
-        return plan.cached(dims, src, dst, esize, dst_nbytes)
-    return plan.cached(dims, src, dst, esize, dst_nbytes, at.convert, at.scale_layout(dims))
+    scales = () if at is None else (at.convert, at.scale_layout(dims))
+    try:
+        return plan.cached(dims, src, dst, esize, dst_nbytes, *scales)
+    except NestError:  # found before anything is cached: a miss each call, then _gathered's hit
+        return plan.cached(dims, _gathered(dims, src, dst), dst, esize, dst_nbytes, *scales)
 
 
 def run_reorder(src: Operand, dst: Operand, threads, at: "Attrs | None" = None) -> str:
