@@ -1,5 +1,6 @@
 """The exception type of the public API, arguments that do not fit a signature, and
 read-only attributes."""
+import copy
 import functools
 import inspect
 import reprlib
@@ -23,11 +24,12 @@ def read_only(obj, name, value=None):
 class SetOnce:
     """A primitive: its public attributes (descs, axis, alg, ...) are set once, in __init__,
     as its plan was made for them; later assignments raise ReadOnlyError. A copy or a pickle
-    is made again from the arguments it was made with (its plan holds C objects)."""
+    is made again from the arguments it was made with (its plan holds C objects), copied as
+    they were then (a caller may change a list of scales afterwards)."""
 
     def __new__(cls, *args, **kwargs):
         self = super().__new__(cls)
-        object.__setattr__(self, "_made_with", (args, kwargs))
+        object.__setattr__(self, "_made_with", copy.deepcopy((args, kwargs)))
         return self
 
     def __reduce__(self):

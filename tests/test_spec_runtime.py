@@ -293,3 +293,11 @@ def test_primitives_copy_and_pickle():
         for q in (copy.copy(p), copy.deepcopy(p), pickle.loads(pickle.dumps(p))):
             assert type(q) is type(p) and q is not p and q.kernel == p.kernel
             assert bytes(q(x, gen.Memory(dst_desc)).data) == want
+    # the arguments as they were: a list of scales changed since does not reach the copies
+    scales = [0.5] * 19
+    p = gen.Reorder(md, gen.MemoryDesc(md.dims, "s8", "nChw16c"), scales=scales, scale_mask=2)
+    x = gen.Memory.from_array(np.ones(md.dims, np.float32))
+    want = bytes(p(x, gen.Memory(p.dst_desc)).data)
+    scales[:] = [100.0] * 19
+    for q in (copy.copy(p), copy.deepcopy(p), pickle.loads(pickle.dumps(p))):
+        assert bytes(q(x, gen.Memory(p.dst_desc)).data) == want
