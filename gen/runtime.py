@@ -1,4 +1,4 @@
-"""Process-wide settings: thread count and verbose output."""
+"""Process-wide settings and facts: thread count, verbose output, memory available."""
 from __future__ import annotations
 
 import operator
@@ -86,3 +86,42 @@ def verbose(line: str) -> None:
     # one write per line: lines of several threads (the JIT's) do not interleave
     sys.stderr.write(f"gen_verbose,{line}\n")
     sys.stderr.flush()
+
+
+def _read_int(path) -> "int | None":
+    try:
+        with open(path) as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def available_memory(proc="/proc", cgroups="/sys/fs/cgroup") -> "int | None":
+    """Bytes this process may still allocate, None where that cannot be read: the kernel's
+    MemAvailable and free swap, or the headroom under this process's memory cgroup limit
+    (v2 or v1) where that is less (in a container /proc/meminfo shows the host's)."""
+    have = None
+    try:
+        with open(f"{proc}/meminfo") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+        have = sum(int(fields[k].split()[0]) << 10 for k in ("MemAvailable", "SwapFree")
+                   if k in fields) if "MemAvailable" in fields else None
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(f"{proc}/self/cgroup") as f:
+            groups = [line.rstrip("\n").split(":", 2) for line in f]
+    except OSError:
+        groups = []
+    for _, controllers, path in (g for g in groups if len(g) == 3):
+        if controllers == "":  # v2
+            limit, used = f"{cgroups}{path}/memory.max", f"{cgroups}{path}/memory.current"
+        elif "memory" in controllers.split(","):  # v1
+            base = f"{cgroups}/memory{path}"
+            limit, used = f"{base}/memory.limit_in_bytes", f"{base}/memory.usage_in_bytes"
+        else:
+            continue
+        limit, used = _read_int(limit), _read_int(used)  # "max" (v2): no limit, None
+        if limit is not None and used is not None and limit < 1 << 60:
+            have = limit - used if have is None else min(have, limit - used)
+    return have

@@ -198,8 +198,8 @@ TOO_LARGE = textwrap.dedent("""
 def test_resample_tables_larger_than_the_memory_available_are_refused(monkeypatch):
     """Before they are built: their pages would be found missing only when touched (the
     kernel's out-of-memory killer then ends the process)."""
-    from gen.ops import resample as resample_op
-    monkeypatch.setattr(resample_op, "_available_memory", lambda: 1 << 20)
+    from gen import runtime
+    monkeypatch.setattr(runtime, "available_memory", lambda: 1 << 20)
     src = gen.MemoryDesc((1, 1, 2, 3), "f32")
     with pytest.raises(gen.Error, match=r"too large to plan: its tables need about \d+ bytes, "
                                         r"more than the 1048576 available"):
@@ -207,6 +207,38 @@ def test_resample_tables_larger_than_the_memory_available_are_refused(monkeypatc
     with pytest.raises(gen.Error, match="too large to plan"):
         gen.resample(np.zeros((1, 1, 2, 3), np.float32), out_spatial=(4099, 1))
     assert gen.Resample(src, gen.MemoryDesc((1, 1, 1, 1021), "f32"), alg="linear")
+    # outer positions count too (three int64 each): N x C of 2**14 with a small spatial size
+    with pytest.raises(gen.Error, match="too large to plan"):
+        gen.Resample(gen.MemoryDesc((1, 1 << 14, 2, 3), "u8"),
+                     gen.MemoryDesc((1, 1 << 14, 3, 3), "u8"))
+
+
+def test_available_memory_reads_meminfo_swap_and_the_cgroup_limit(tmp_path):
+    """MemAvailable and free swap, or the headroom under a memory cgroup's limit (v2 or v1)
+    where less: in a container /proc/meminfo shows the host's memory."""
+    from gen import runtime
+    proc, groups = tmp_path / "proc", tmp_path / "cgroup"
+    (proc / "self").mkdir(parents=True)
+    (proc / "meminfo").write_text("MemTotal: 9000 kB\nMemAvailable: 1000 kB\nSwapFree: 500 kB\n")
+    (proc / "self" / "cgroup").write_text("0::/box\n")
+    assert runtime.available_memory(str(proc), str(groups)) == 1500 << 10  # no limit files
+    (groups / "box").mkdir(parents=True)
+    (groups / "box" / "memory.max").write_text("max\n")
+    (groups / "box" / "memory.current").write_text("100\n")
+    assert runtime.available_memory(str(proc), str(groups)) == 1500 << 10  # no limit
+    (groups / "box" / "memory.max").write_text("4196\n")
+    assert runtime.available_memory(str(proc), str(groups)) == 4096
+    (proc / "self" / "cgroup").write_text("4:memory:/v1box\n3:cpu:/\n")
+    (groups / "memory" / "v1box").mkdir(parents=True)
+    (groups / "memory" / "v1box" / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+    (groups / "memory" / "v1box" / "memory.usage_in_bytes").write_text("5\n")
+    assert runtime.available_memory(str(proc), str(groups)) == 1500 << 10  # unlimited
+    (groups / "memory" / "v1box" / "memory.limit_in_bytes").write_text("1005\n")
+    assert runtime.available_memory(str(proc), str(groups)) == 1000
+    (proc / "meminfo").unlink()
+    assert runtime.available_memory(str(proc), str(groups)) == 1000
+    (proc / "self" / "cgroup").unlink()
+    assert runtime.available_memory(str(proc), str(groups)) is None
 
 
 def test_too_large_for_memory_is_a_gen_error():

@@ -483,31 +483,23 @@ def _padding_plan(dims, dst: Layout, esize, dst_nbytes):
     return plan.zero_fill(dims, dst, esize, dst_nbytes)
 
 
-# Bytes of a plan's per-axis tables per coordinate (source and destination) of a spatial axis,
-# an upper bound: with temporaries, 50-230 per output coordinate for nearest, 70-450 for linear
-# (forward and backward, one long axis or two, peak resident memory)
+# Bytes of a plan's tables, upper bounds: per coordinate of a spatial axis, source and output
+# counted (peak resident memory, with temporaries, per output coordinate: 50-230 for nearest,
+# 70-450 for linear, forward and backward, one long axis or two), and per outer position
+# (N x C at most: three int64 and temporaries)
 TABLE_BYTES_PER_COORDINATE = 512
-
-
-def _available_memory() -> "int | None":
-    """MemAvailable of /proc/meminfo in bytes, None where it cannot be read."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) << 10
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+TABLE_BYTES_PER_OUTER = 64
 
 
 def planned(key: _Key, dst_nbytes, tier=None) -> _Plan:
-    """The plan of a problem, or gen.Error when its per-axis tables cannot be held in memory:
-    refused before they are built where they would need more than the memory available (the
-    pages of a large allocation are only found missing when touched, and the kernel's
-    out-of-memory killer then ends the process), else where building them fails."""
+    """The plan of a problem, or gen.Error when its tables cannot be held in memory: refused
+    before they are built where they would need more than the memory available (the pages of
+    a large allocation are only found missing when touched, and the kernel's out-of-memory
+    killer then ends the process), else where building them fails."""
     coordinates = sum(key.dims_in[2:]) + sum(key.dims_out[2:])
-    need, have = coordinates * TABLE_BYTES_PER_COORDINATE, _available_memory()
+    need = (coordinates * TABLE_BYTES_PER_COORDINATE
+            + key.dims_out[0] * key.dims_out[1] * TABLE_BYTES_PER_OUTER)
+    have = runtime.available_memory()
     too_large = f"resampling {key.dims_in} -> {key.dims_out} is too large to plan"
     if have is not None and need > have:
         raise Error(f"{too_large}: its tables need about {need} bytes, more than the {have} "
