@@ -337,6 +337,28 @@ def test_an_interrupted_build_removes_its_folder(tmp_path):
     assert not folder.exists() and not (tmp_path / "m.so").exists()
 
 
+def test_a_build_past_the_timeout_ends_with_its_compiler(tmp_path, monkeypatch):
+    """The builder runs in a session of its own (Ctrl-C to the caller's group does not stop a
+    build that would finish); past BUILD_TIMEOUT its whole group is killed, the compiler too
+    (it went on alone), and the build is a failure that leaves no folder."""
+    slow_cc = tmp_path / "cc.sh"
+    slow_cc.write_text(f"#!/bin/sh\necho $$ > {tmp_path / 'pid'}\nexec sleep 60\n")
+    slow_cc.chmod(0o755)
+    monkeypatch.setenv("CC", str(slow_cc))
+    monkeypatch.setattr(jit, "BUILD_TIMEOUT", 3)
+    cache = tmp_path / "cache"
+    with pytest.raises(gen.Error, match="took more than 3 s"):
+        jit._build("_gen_jit_slow", "int gen_jit_run(intptr_t s, intptr_t d, const void *a, "
+                   "int n) { return 0; }", [], [], cache / "m.so")
+    pid = int((tmp_path / "pid").read_text())
+    for _ in range(50):  # reaped by init once killed
+        if not os.path.exists(f"/proc/{pid}"):
+            break
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{pid}"), "the compiler outlived the build"
+    assert list(cache.iterdir()) == []
+
+
 def test_folders_of_killed_builds_are_swept(tmp_path):
     """A build folder older than two build timeouts (its processes were killed: no build
     lives that long) is removed by the next build into the cache; a recent one is not."""
