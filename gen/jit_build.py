@@ -36,8 +36,8 @@ def main(request_file):
             f.write(TRAILER + digest)
         os.replace(built, req["final"])
     finally:
-        # done even when the process that asked has exited meanwhile, or was interrupted
-        # with this one (Ctrl-C reaches the process group)
+        # done even when the process that asked has exited meanwhile, or when this one is
+        # interrupted (SIGINT, SIGTERM: its session's group, or itself)
         shutil.rmtree(req["tmpdir"], ignore_errors=True)
 
 
