@@ -699,3 +699,32 @@ def test_the_scalar_fma_rounds_once(tmp_path):
     subprocess.run([os.environ.get("CC", "cc"), "-O2", "-std=c99", str(src), "-o", str(exe),
                     "-lm"], check=True, capture_output=True)
     assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == "0\n"
+
+
+@pytest.mark.parametrize("fmt,dims,spatial", [("nCw8c", (2, 9, 2), (2,)),
+                                              ("nChw8c", (3, 17, 26, 58), (39, 19)),
+                                              ("nChw16c", (2, 19, 7, 9), (11, 4))])
+@pytest.mark.parametrize("backward", [False, True])
+def test_a_nan_in_a_last_channel_block_stays_in_its_image(fmt, dims, spatial, backward):
+    """A last channel block of fewer channels than a chunk put its buffer lines over the
+    next chunk's line of zeros, which padding taps read with weight 0: a NaN there reached
+    other images and channels (0 * NaN), by thread count. Each image's result depends on its
+    own source alone."""
+    src_dims = dims[:2] + spatial if backward else dims
+    x = np.random.default_rng(len(dims)).standard_normal(src_dims).astype(np.float32)
+    x[0, -1, ...] = np.nan  # the first image's last channel: its last block
+    mem = gen.Memory.from_array(x, format=fmt)
+    for threads in (1, 2, 3):
+        if backward:
+            y = gen.resample_backward(mem, alg="linear", in_spatial=dims[2:], threads=threads)
+        else:
+            y = gen.resample(mem, alg="linear", out_spatial=spatial, threads=threads)
+        y = y.to_array()
+        assert np.isfinite(y[1:]).all() and np.isfinite(y[0, :-1]).all(), (threads, fmt)
+        clean = x.copy()
+        clean[0] = 0.0
+        want = (gen.resample_backward(gen.Memory.from_array(clean, format=fmt), alg="linear",
+                                      in_spatial=dims[2:]) if backward else
+                gen.resample(gen.Memory.from_array(clean, format=fmt), alg="linear",
+                             out_spatial=spatial)).to_array()
+        assert np.array_equal(y[1:], want[1:]), (threads, fmt)
