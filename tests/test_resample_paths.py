@@ -336,29 +336,38 @@ def test_grouped_items_on_every_tier(tier):
 
 # NCHW nearest backward of a 2x and a 3x down: most diff_src elements get no diff_dst element
 # (padding taps), so steps of 8 outputs mix padding and real taps; they are windowed (wide 3)
-# and their padding lanes zeroed, never given a value of the window (inf and NaN are in it)
+# and their padding lanes zeroed, never given a value of the window (inf and NaN are in it).
+# Rows no diff_dst row reached are zeros, streamed where the rows stream (rows of 57 floats
+# start anywhere in a cache line); every case with plain and with streaming stores
 MASKED_SCRIPT = r"""
 import json, sys, numpy as np, gen
+from gen import plan
+from gen.ops import resample
 out = []
 for dims, sp in json.loads(sys.argv[1]):
     dy = np.random.default_rng(sp[-1]).standard_normal(dims[:2] + sp).astype(np.float32)
     dy[..., ::3] = np.inf
     dy[..., 1::5] = np.nan
     x = gen.Memory.from_array(dy, format="nchw")
-    prim = gen.ResampleBackward(x.desc, gen.MemoryDesc(dims, "f32", "nchw"), alg="nearest")
-    y = gen.Memory(gen.MemoryDesc(dims, "f32", "nchw"))
-    y.data[:] = 0x7f
-    prim(x, y)
-    out.append([prim._plan.tables.fields["wide"][1].tolist(), bytes(y.data).hex()])
+    for floor in (1 << 62, 0):
+        plan.STREAM_BYTES = floor
+        resample._plan_of.cache_clear()
+        prim = gen.ResampleBackward(x.desc, gen.MemoryDesc(dims, "f32", "nchw"), alg="nearest")
+        y = gen.Memory(gen.MemoryDesc(dims, "f32", "nchw"))
+        y.data[:] = 0x7f
+        prim(x, y)
+        fields = prim._plan.tables.fields
+        out.append([fields["wide"][1].tolist(), fields["stream"], bytes(y.data).hex()])
 print(json.dumps(out))
 """
-MASKED = [((1, 3, 6, 400), (3, 200)), ((2, 2, 5, 240), (2, 80))]
+MASKED = [((1, 3, 6, 400), (3, 200)), ((2, 2, 5, 240), (2, 80)), ((2, 3, 7, 57), (3, 28))]
 
 
 @pytest.mark.parametrize("tier", [t for t in registry.supported() if t != "scalar"])
 def test_padding_taps_windowed_and_zeroed(tier):
     got = on_tier(tier, MASKED_SCRIPT, MASKED)
-    for (dims, sp), (wide, raw) in zip(MASKED, got):
+    assert [bool(stream) for _, stream, _ in got] == [False, True] * len(MASKED)
+    for (dims, sp), (wide, _, raw) in zip([c for c in MASKED for _ in (0, 1)], got):
         assert 3 in wide  # the tables are the tier's own: the avx2 kernel gathers these steps
         dy = np.random.default_rng(sp[-1]).standard_normal(tuple(dims[:2]) + tuple(sp))
         dy = dy.astype(np.float32)
