@@ -4,6 +4,7 @@ reorder seed, checked against tests/convert_reference.py (which does not import 
 
 Only the public API is used: gen.reorder, gen.Reorder, gen.Memory, gen.Memory.from_array,
 Memory.to_array, gen.MemoryDesc (and gen.isa in the tier subprocesses)."""
+import decimal
 import json
 import os
 import subprocess
@@ -1061,6 +1062,10 @@ def test_non_integer_zero_points_rejected(sdt, ddt):
     _raises_everywhere(src, dst, ["0.5"], dst_zero_point=0.5)
     _raises_everywhere(src, dst, ["nan", "NaN"], dst_zero_point=float("nan"))
     _raises_everywhere(src, dst, ["zero_point"], src_zero_point=10 ** 400)
+    # values that compare equal to 0: refused as well, a plain copy (f32 -> f32) included
+    _raises_everywhere(src, dst, ["0j"], src_zero_point=0j)
+    _raises_everywhere(src, dst, ["False"], dst_zero_point=False)
+    _raises_everywhere(src, dst, ["Decimal"], src_zero_point=decimal.Decimal(0))
 
 
 def test_errors_with_numpy_source_write_nothing():

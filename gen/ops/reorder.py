@@ -125,9 +125,10 @@ def attrs(dims, src_dtype, dst_dtype, scales=None, scale_mask=0, src_zero_point=
           dst_zero_point=0, sum_scale=None) -> "Attrs | None":
     """Validated attributes, or None for a pure data movement (same dtype, no attribute)."""
     values, mask = _scales(scales, scale_mask, dims)
-    given = (scales is not None or sum_scale is not None
-             or not isinstance(src_zero_point, numbers.Number) or src_zero_point != 0
-             or not isinstance(dst_zero_point, numbers.Number) or dst_zero_point != 0)
+    # checked first: a bad zero point of a plain copy (0j, False) is refused as well
+    src_zp = _zero_point("src_zero_point", src_zero_point)
+    dst_zp = _zero_point("dst_zero_point", dst_zero_point)
+    given = scales is not None or sum_scale is not None or src_zp != 0 or dst_zp != 0
     if not given and dtypes.name(src_dtype) == dtypes.name(dst_dtype):
         return None
     for side, dt in (("src", src_dtype), ("dst", dst_dtype)):
@@ -138,8 +139,7 @@ def attrs(dims, src_dtype, dst_dtype, scales=None, scale_mask=0, src_zero_point=
                         f"({', '.join(dtypes.TABLE)})")
     beta = None if sum_scale is None else _finite("sum_scale", sum_scale)
     return Attrs(plan.Conversion(src_dtype, dst_dtype, beta is not None), values, mask,
-                 _zero_point("src_zero_point", src_zero_point),
-                 _zero_point("dst_zero_point", dst_zero_point), beta)
+                 src_zp, dst_zp, beta)
 
 
 def _check_dims(src_dims, dst_dims):
