@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 from . import bench
@@ -131,8 +132,25 @@ def _export(args) -> int:
     return 0
 
 
+# A word that starts with "-" then a digit or ".": a negative number
+_NEGATIVE = re.compile(r"-\.?\d")
+
+
+def _joined(argv):
+    """argv with each negative number that follows an option joined to it ("--scales=-1,2"):
+    argparse takes only plain ones ("-1", "-0.5") for values, "-1,2" and "-1e-3" for options."""
+    out = []
+    for word in argv:
+        if (out and out[-1].startswith("--") and "=" not in out[-1]
+                and _NEGATIVE.match(word)):
+            out[-1] += "=" + word
+        else:
+            out.append(word)
+    return out
+
+
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+    args = parser().parse_args(_joined(sys.argv[1:] if argv is None else argv))
     try:
         return {"bench": bench.run, "export": _export}[args.command](args)
     except Error as e:

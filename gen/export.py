@@ -100,7 +100,7 @@ def render(src: Source) -> "tuple[str, str]":
     traffic = src.src_bytes + src.dst_bytes
     ctx = dict(name=name, version=constants.version(), about=src.about,
                src_bytes=src.src_bytes,
-               dst_bytes=src.dst_bytes, reads_dst=src.reads_dst, guard=f"{name.upper()}_H",
+               dst_bytes=src.dst_bytes, reads_dst=src.reads_dst, guard=f"GEN_EXPORT_{name}_H",
                common=codegen.render_common("scalar"), tiers=tiers, arrays=arrays,
                resample=resample_init, attr=attr,
                parallel=traffic >= 2 * plan.BYTES_PER_THREAD)

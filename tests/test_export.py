@@ -198,6 +198,9 @@ REORDERS = [
     ("narrow_f32_bf16", (3, 19, 5, 7), "f32:aBcd4b", "bf16:nchw", {"scales": [0.5]}, True),
     # channel blocks that do not nest (4 and 6): the channels read through a table
     ("blocks_4_6", (2, 10, 3, 5), "f32:aBcd4b", "s8:aBcd6b", {"scales": [0.5]}, True),
+    # negative values as the command line takes them ("--scales -1.5,2", "--sum-scale -0.5")
+    ("negative_values", (2, 2, 3, 5), "f32:nchw", "s8:nhwc",
+     {"scales": [-1.5, 2.0], "scale_mask": 2, "dst_zero_point": -3, "sum_scale": -0.5}, True),
     # large enough for the OpenMP path (traffic >= 2 x 128 KiB)
     ("big_nchw_nhwc", (2, 32, 24, 24), "f32:nchw", "f32:nhwc", {}, False),
     ("big_bf16_f32", (2, 40, 24, 24), "bf16:nChw16c", "f32:nhwc", {}, False),
@@ -205,12 +208,13 @@ REORDERS = [
 
 
 def _cli_attrs(attrs):
+    """The options as a user types them: a value after its option, a negative one too."""
     args = []
     if "scales" in attrs:
-        args.append("--scales=" + ",".join(repr(float(s)) for s in attrs["scales"]))
+        args += ["--scales", ",".join(repr(float(s)) for s in attrs["scales"])]
     for key in ("scale_mask", "src_zero_point", "dst_zero_point", "sum_scale"):
         if key in attrs:
-            args.append(f"--{key.replace('_', '-')}={attrs[key]!r}")
+            args += [f"--{key.replace('_', '-')}", repr(attrs[key])]
     return args
 
 
@@ -505,6 +509,25 @@ def test_names_near_the_reserved_ones_compile(tmp_path, name):
                                         "--alg", "linear", "--out-spatial", "9x9"], name)
     for flags in [[], *VECTOR_BUILDS.values()]:
         compile_c(out, [*CFLAGS, *flags, "-c", f"{name}.c", "-o", f"{name}.o"])
+
+
+def test_headers_of_names_that_differ_in_case_include_together(tmp_path):
+    """Each header's include guard is its own (a name's case kept), not one a user's header
+    of the same name in capitals would have: both headers declare their function."""
+    for name, src, dst in (("pack", "f32:ab", "f32:ba"), ("PACK", "f32:ba", "f32:ab")):
+        out = export(tmp_path, "reorder", ["--dims", "2x3", "--src", src, "--dst", dst], name)
+    (out / "mine.h").write_text("#ifndef PACK_H\n#define PACK_H\n#endif\n")
+    (out / "use.c").write_text(
+        '#include "mine.h"\n#include "pack.h"\n#include "PACK.h"\n#include <stdio.h>\n'
+        "int main(void) {\n    float a[6] = {0, 1, 2, 3, 4, 5}, b[6], c[6];\n"
+        "    if (pack(a, b) || PACK(b, c)) return 1;\n"
+        '    for (int i = 0; i < 6; ++i) printf("%g %g\\n", b[i], c[i]);\n    return 0;\n}\n')
+    compile_c(out, [*CFLAGS, "use.c", "pack.c", "PACK.c", "-o", "use", "-lm"])
+    r = subprocess.run([str(out / "use")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = np.array(r.stdout.split(), np.float32).reshape(6, 2)
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert np.array_equal(got[:, 0], a.T.ravel()) and np.array_equal(got[:, 1], a.ravel())
 
 
 def test_failed_write_leaves_no_file(tmp_path):
