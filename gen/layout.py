@@ -269,13 +269,32 @@ def _check_strides(strides, dims) -> tuple:
         if _index(s) is None or _index(s) <= 0:
             raise Error(f"strides {strides!r} must be positive integers, bad entry {s!r}")
     strides = tuple(_index(s) for s in strides)
-    # Sorted by stride, each axis must step over the whole extent of the ones inside it.
+    # Sorted by stride, each axis steps over the whole extent of the ones inside it: no
+    # overlap. Axes that interleave (strides (3, 2) of dims (2, 3)) are checked offset by offset.
     extent = 0
     for s, d in sorted((s, d) for s, d in zip(strides, dims) if d > 1):
         if s <= extent:
-            raise Error(f"strides {strides!r} make elements of dims {dims!r} overlap")
+            if _overlap(strides, dims):
+                raise Error(f"strides {strides!r} make elements of dims {dims!r} overlap")
+            break
         extent = s * (d - 1) + extent
     return strides
+
+
+# The most elements of interleaving strides whose offsets are compared one by one
+INTERLEAVED_ELEMENTS = 1 << 24
+
+
+def _overlap(strides, dims) -> bool:
+    """Whether two elements of interleaving strides share an offset."""
+    count = math.prod(dims)
+    if count > INTERLEAVED_ELEMENTS:
+        raise Error(f"strides {strides!r} interleave axes of dims {dims!r}: their offsets are "
+                    f"checked for overlap up to {INTERLEAVED_ELEMENTS} elements, not {count}")
+    offsets = np.zeros(1, np.int64)
+    for s, d in zip(strides, dims):
+        offsets = (offsets[:, None] + np.arange(d, dtype=np.int64) * s).ravel()
+    return np.unique(offsets).size < count
 
 
 def _check_perm(perm, ndims) -> tuple:

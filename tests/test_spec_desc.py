@@ -568,9 +568,31 @@ def test_deprecated_numpy_alias_is_unknown_under_warnings_as_errors():
     ((3, 3), (2, 1), ("2,1",)),
     ((2, 2, 2), (4, 1, 1), ("4,1,1",)),
     ((2, 3, 4), (12, 4, 2), ("12,4,2",)),
+    ((2, 3, 2), (7, 2, 3), ("7,2,3",)),  # interleaved: offset 7 twice
 ])
 def test_bad_strides(dims, strides, names):
     raises_gen(lambda: gen.MemoryDesc(dims, "f32", strides=strides), *names)
+
+
+@pytest.mark.parametrize("dims,strides", [((2, 3), (3, 2)), ((3, 3), (3, 2)),
+                                          ((2, 3, 2), (8, 2, 3)), ((4, 5), (5, 3))])
+def test_interleaved_strides_that_do_not_overlap(dims, strides):
+    """Strides no axis of which steps over the others' extent, whose offsets are all distinct
+    (API.md: only strides that make elements overlap are refused): a reorder writes and reads
+    the elements where NumPy's as_strided puts them."""
+    x = np.random.default_rng(len(dims)).standard_normal(dims).astype(np.float32)
+    md = gen.MemoryDesc(dims, "f32", strides=strides)
+    m = gen.Memory(md)
+    m.data[:] = 0xFF
+    gen.reorder(x, m)
+    raw = np.frombuffer(bytes(m.data), np.float32)
+    assert np.array_equal(np.lib.stride_tricks.as_strided(raw, dims, [4 * s for s in strides]), x)
+    assert np.array_equal(gen.reorder(m, gen.MemoryDesc(dims, "f32")).to_array(), x)
+
+
+def test_interleaved_strides_past_the_checked_count():
+    raises_gen(lambda: gen.MemoryDesc((5000, 5000), "f32", strides=(3, 2)), "(3, 2)",
+               "interleave")
 
 
 @pytest.mark.parametrize("fmt", ["nchw", "nhwc", "nChw16c", "OIhw16i16o", "ABcd4b16a4b"])
