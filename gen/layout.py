@@ -281,8 +281,9 @@ def _check_strides(strides, dims) -> tuple:
     return strides
 
 
-# The most elements of interleaving strides whose offsets are compared one by one
-INTERLEAVED_ELEMENTS = 1 << 24
+# The most elements of interleaving strides whose offsets are compared one by one (2^20:
+# 30 ms and 30 MB)
+INTERLEAVED_ELEMENTS = 1 << 20
 
 
 def _overlap(strides, dims) -> bool:
@@ -294,7 +295,8 @@ def _overlap(strides, dims) -> bool:
     offsets = np.zeros(1, np.int64)
     for s, d in zip(strides, dims):
         offsets = (offsets[:, None] + np.arange(d, dtype=np.int64) * s).ravel()
-    return np.unique(offsets).size < count
+    offsets.sort()  # (np.unique took 20x longer)
+    return bool(np.any(offsets[1:] == offsets[:-1]))
 
 
 def _check_perm(perm, ndims) -> tuple:
