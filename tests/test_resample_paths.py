@@ -541,6 +541,43 @@ def test_rows_all_in_16_wide_steps_go_in_pairs():
     assert pairs((2, 8, 56, 56), (28, 28)) == 0  # 2x down: 16 outputs read 32 sources
 
 
+# Backward into plain rows whose outputs all take 16-wide steps, streamed: 2x down's one tap
+# per diff_src element (not in pairs: those steps read two taps), 2x up's two
+PAIRS_BACKWARD = [((1, 3, 8, 64), (4, 32)), ((2, 2, 4, 32), (8, 64)), ((1, 2, 6, 48), (3, 24))]
+PAIRS_BACKWARD_SCRIPT = r"""
+import json, sys, numpy as np, gen
+from gen import plan
+plan.STREAM_BYTES = 0
+out = []
+for dims, sp in json.loads(sys.argv[1]):
+    dy = np.random.default_rng(dims[-1]).standard_normal(dims[:2] + sp).astype(np.float32)
+    prim = gen.ResampleBackward(gen.MemoryDesc(dims[:2] + sp, "f32", "nchw"),
+                                gen.MemoryDesc(dims, "f32", "nchw"), alg="linear")
+    for threads in (1, 2):
+        y = gen.Memory(prim.dst_desc)
+        y.data[:] = 0x7f
+        prim(gen.Memory.from_array(dy, format="nchw"), y, threads=threads)
+        fields = prim._plan.tables.fields
+        out.append([fields["taps2"], fields["pairs"], fields["stream"], bytes(y.data).hex()])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("tier", [t for t in registry.supported() if t != "scalar"])
+def test_backward_rows_of_16_wide_steps(tier):
+    got = iter(on_tier(tier, PAIRS_BACKWARD_SCRIPT, PAIRS_BACKWARD))
+    for dims, sp in PAIRS_BACKWARD:
+        dy = np.random.default_rng(dims[-1]).standard_normal(tuple(dims[:2]) + sp)
+        dy = dy.astype(np.float32)
+        for _ in (1, 2):
+            taps, pairs, stream, raw = next(got)
+            assert stream and (pairs == (taps == 2 and tier == "avx512")), (dims, taps, pairs)
+            y = np.frombuffer(bytes.fromhex(raw), np.float32).reshape(dims)
+            scale = rr.backward_abs(dy, dims[2:], "linear") + 1e-30
+            assert np.all(np.abs(y - rr.backward(dy, dims[2:], "linear")) <= 1e-6 * scale), \
+                (tier, dims)
+
+
 @pytest.mark.parametrize("tier", registry.supported())
 def test_plain_rows_give_the_channel_runs_bits(tier):
     """A plain layout's rows give the bits of the channels-last kernel (the same sums in the

@@ -334,9 +334,10 @@ class _Plan:
         win16, perm16 = _windows16(_pad8(line))
         tb.array("win16", "int32_t", win16)
         tb.array("perm16", "int32_t", perm16)
-        # rows (one line per item) go in pairs where all their outputs take the 16-wide steps
-        tb.scalar("pairs", len(seg) == 4 and last.out % 16 == 0 and win16.size > 0
-                  and bool(np.all(win16 > 0)))
+        # rows (one line per item) go in pairs where all their outputs take the 16-wide steps,
+        # which read two taps (one tap, as backward of 2x down's: _rows' 8-wide steps)
+        tb.scalar("pairs", taps == 2 and len(seg) == 4 and last.out % 16 == 0
+                  and win16.size > 0 and bool(np.all(win16 > 0)))
         tb.array("fresh16", "int32_t", _fresh16(win16, perm16, _pad8(weight)))
         tb.scalar("kmax", np.diff(axes01[0]).max() * np.diff(axes01[1]).max())
 
