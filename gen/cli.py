@@ -136,13 +136,25 @@ def _export(args) -> int:
 _NEGATIVE = re.compile(r"-\.?\d")
 
 
-def _joined(argv):
-    """argv with each negative number that follows an option joined to it ("--scales=-1,2"):
-    argparse takes only plain ones ("-1", "-0.5") for values, "-1,2" and "-1e-3" for options."""
+def _value_options(p) -> set:
+    """The long options of p and of its commands that take a value."""
+    out = set()
+    for action in p._actions:  # (argparse has no public list of them)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out |= _value_options(sub)
+        elif action.nargs != 0:
+            out.update(s for s in action.option_strings if s.startswith("--"))
+    return out
+
+
+def _joined(argv, options):
+    """argv with each negative number that follows one of `options` joined to it
+    ("--scales=-1,2"): argparse takes only plain ones ("-1", "-0.5") for values, "-1,2" and
+    "-1e-3" for options. Words after "--" are left as they are."""
     out = []
     for word in argv:
-        if (out and out[-1].startswith("--") and "=" not in out[-1]
-                and _NEGATIVE.match(word)):
+        if out and out[-1] in options and "--" not in out and _NEGATIVE.match(word):
             out[-1] += "=" + word
         else:
             out.append(word)
@@ -150,7 +162,8 @@ def _joined(argv):
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(_joined(sys.argv[1:] if argv is None else argv))
+    p = parser()
+    args = p.parse_args(_joined(sys.argv[1:] if argv is None else argv, _value_options(p)))
     try:
         return {"bench": bench.run, "export": _export}[args.command](args)
     except Error as e:

@@ -33,6 +33,7 @@ def run_bench(capsys, *argv):
     (["--min-time", "nan"], "bad --min-time nan"),
     (["--repeat", "0"], "--repeat 0"),
     (["no such case"], "no case matches no such case"),
+    (["--", "-1x"], "no case matches -1x"),  # a case after "--" (not joined to an option)
 ])
 def test_bad_options_are_one_line(capsys, argv, message):
     status, out, err = run_bench(capsys, *argv)
