@@ -11,6 +11,7 @@ The destination-size condition is lowered here (plan.STREAM_BYTES) to keep the c
 Plain layouts take 16 outputs per step on the avx512 tier and 8 on avx2, with the same
 arithmetic, and the scalar tier fuses as the vectors do: every tier gives the same bits."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -36,9 +37,10 @@ CASES = [((2, 19, 7, 9), (14, 18), "nhwc"), ((1, 40, 9, 8), (5, 13), "nhwc"),
          ((1, 40, 4, 5), (7, 9), "nChw16c")]
 
 
-def on_tier(tier, script, cases):
-    """What `script` prints (JSON) given `cases` (JSON) in a process on `tier` (GEN_ISA)."""
-    return json.loads(subprocess.run([sys.executable, "-c", script, json.dumps(cases)],
+def on_tier(tier, script, cases, *more):
+    """What `script` prints (JSON) given `cases` (JSON) and arguments `more` in a process on
+    `tier` (GEN_ISA)."""
+    return json.loads(subprocess.run([sys.executable, "-c", script, json.dumps(cases), *more],
                                      env=dict(os.environ, GEN_ISA=tier), capture_output=True,
                                      text=True, check=True).stdout)
 
@@ -338,7 +340,9 @@ def test_grouped_items_on_every_tier(tier):
 # (padding taps), so steps of 8 outputs mix padding and real taps; they are windowed (wide 3)
 # and their padding lanes zeroed, never given a value of the window (inf and NaN are in it).
 # Rows no diff_dst row reached are zeros, streamed where the rows stream (rows of 57 floats
-# start anywhere in a cache line); every case with plain and with streaming stores
+# start anywhere in a cache line); every case with plain and with streaming stores, into rows
+# PITCH floats apart: the gaps between them keep their bytes
+PITCH = 7
 MASKED_SCRIPT = r"""
 import json, sys, numpy as np, gen
 from gen import plan
@@ -352,8 +356,11 @@ for dims, sp in json.loads(sys.argv[1]):
     for floor in (1 << 62, 0):
         plan.STREAM_BYTES = floor
         resample._plan_of.cache_clear()
-        prim = gen.ResampleBackward(x.desc, gen.MemoryDesc(dims, "f32", "nchw"), alg="nearest")
-        y = gen.Memory(gen.MemoryDesc(dims, "f32", "nchw"))
+        n, c, h, w = dims
+        row = w + int(sys.argv[2])
+        dst = gen.MemoryDesc(dims, "f32", strides=(c * h * row, h * row, row, 1))
+        prim = gen.ResampleBackward(x.desc, dst, alg="nearest")
+        y = gen.Memory(dst)
         y.data[:] = 0x7f
         prim(x, y)
         fields = prim._plan.tables.fields
@@ -365,7 +372,7 @@ MASKED = [((1, 3, 6, 400), (3, 200)), ((2, 2, 5, 240), (2, 80)), ((2, 3, 7, 57),
 
 @pytest.mark.parametrize("tier", [t for t in registry.supported() if t != "scalar"])
 def test_padding_taps_windowed_and_zeroed(tier):
-    got = on_tier(tier, MASKED_SCRIPT, MASKED)
+    got = on_tier(tier, MASKED_SCRIPT, MASKED, str(PITCH))
     assert [bool(stream) for _, stream, _ in got] == [False, True] * len(MASKED)
     for (dims, sp), (wide, _, raw) in zip([c for c in MASKED for _ in (0, 1)], got):
         assert 3 in wide  # the tables are the tier's own: the avx2 kernel gathers these steps
@@ -378,8 +385,11 @@ def test_padding_taps_windowed_and_zeroed(tier):
         want = np.zeros(dims, np.float32)
         rows = rr.nearest_indices(dims[2], sp[0])[:, None]
         want[:, :, rows, rr.nearest_indices(dims[3], sp[1])[None, :]] = dy
-        y = np.frombuffer(bytes.fromhex(raw), np.float32).reshape(dims)
-        assert np.array_equal(y, want, equal_nan=True), tier
+        raw = bytes.fromhex(raw)
+        raw += b"\x7f" * (4 * math.prod(dims[:3]) * (dims[3] + PITCH) - len(raw))
+        y = np.frombuffer(raw, np.float32).reshape(tuple(dims[:3]) + (dims[3] + PITCH,))
+        assert np.array_equal(y[..., :dims[3]], want, equal_nan=True), tier
+        assert np.all(y[..., dims[3]:].view(np.uint32) == 0x7f7f7f7f), tier  # gaps untouched
 
 
 # Nearest forward into a destination that streams (every size, every thread count here): runs
