@@ -15,6 +15,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import Error, checked, read_only
+from .problem import grid_offsets
 
 LETTERS = "abcdefghijkl"
 MAX_NDIMS = len(LETTERS)
@@ -292,9 +293,7 @@ def _overlap(strides, dims) -> bool:
     if count > INTERLEAVED_ELEMENTS:
         raise Error(f"strides {strides!r} interleave axes of dims {dims!r}: their offsets are "
                     f"checked for overlap up to {INTERLEAVED_ELEMENTS} elements, not {count}")
-    offsets = np.zeros(1, np.int64)
-    for s, d in zip(strides, dims):
-        offsets = (offsets[:, None] + np.arange(d, dtype=np.int64) * s).ravel()
+    offsets = grid_offsets(dims, strides)
     offsets.sort()  # (np.unique took 20x longer)
     return bool(np.any(offsets[1:] == offsets[:-1]))
 

@@ -322,14 +322,18 @@ def _intervals(runs):
     return starts[keep], np.concatenate([ends[:-1][keep[1:]], ends[-1:]])
 
 
+def grid_offsets(sizes, strides) -> np.ndarray:
+    """Offsets of every index of axes of these sizes and strides, the first varying fastest."""
+    off = np.zeros(1, np.int64)
+    for n, stride in zip(sizes, strides):
+        off = (np.arange(n, dtype=np.int64)[:, None] * stride + off[None, :]).ravel()
+    return off
+
+
 def nest_offsets(nest, side: str) -> np.ndarray:
     """Element offsets on `side` ("src" or "dst") of every position of a nest, the first node
     varying fastest (give it innermost first for the order the kernels walk it)."""
-    off = np.zeros(1, np.int64)
-    for node in nest:
-        off = (np.arange(node.n, dtype=np.int64)[:, None] * getattr(node, side)
-               + off[None, :]).ravel()
-    return off
+    return grid_offsets([node.n for node in nest], [getattr(node, side) for node in nest])
 
 
 def _fuse_padding(pieces):
