@@ -217,12 +217,13 @@ def tile_lines(dims, src, dst, src_strides=None):
     return [f["lines"] for spec, f in plan.bind(problem_, d.nbytes) if spec.kind == "tile"]
 
 
-def test_tile_lines_follow_the_source_block(monkeypatch):
+def test_tile_lines_follow_the_source_block(monkeypatch, cache_size):
     """A tile's work item takes 4 destination lines per row when its source rows follow each
-    other in a block of at most TILE_BLOCK bytes (4 lines x 16 rows x B floats), else 1 (B is
-    a tile wide or more; a narrower B: 2); each gives the bytes of a NumPy transpose. A
-    conversion that widens takes 4 where its rows lie closer than a line (s8 -> f32 of dcba
-    -> aBcd8b: rows of 63 bytes), else 2 (aBc16b -> cba: rows 7 KB apart)."""
+    other in a block of at most TILE_BLOCK bytes (4 lines x 16 rows x B floats), else, B a
+    tile wide or more, 1 where llc_bytes() is known (AMD) and 2 where it is not (a narrower
+    B: 2); each gives the bytes of a NumPy transpose. A conversion that widens takes 4 where
+    its rows lie closer than a line (s8 -> f32 of dcba -> aBcd8b: rows of 63 bytes), else 2
+    (aBc16b -> cba: rows 7 KB apart)."""
     def cvt_lines(dims, src, dst):
         return [f["lines"] for spec, f in bound(dims, src, dst, ("s8", "f32"))
                 if spec.kind == "tile"]
@@ -232,10 +233,12 @@ def test_tile_lines_follow_the_source_block(monkeypatch):
     assert tile_lines((2, 40, 7, 9), "nhwc", "nchw") == [4]
     assert plan.TILE_BLOCK == 4 * 16 * 192 * 4
     assert tile_lines((2, 192, 7, 9), "nhwc", "nchw") == [4]
-    assert tile_lines((2, 200, 7, 9), "nhwc", "nchw") == [1]  # the block is too large
-    assert tile_lines((2, 40, 30, 30), "nchw", "nhwc") == [1]
-    # a padded pitch (w rows of 9 in 16): the tile's source rows, channels, are 7 x 16 apart
-    assert tile_lines((2, 40, 7, 9), None, "nhwc", (40 * 7 * 16, 7 * 16, 16, 1)) == [1]
+    for llc, lines in ((32 << 20, 1), (0, 2)):
+        cache_size(llc)
+        assert tile_lines((2, 200, 7, 9), "nhwc", "nchw") == [lines]  # the block is too large
+        assert tile_lines((2, 40, 30, 30), "nchw", "nhwc") == [lines]
+        # a padded pitch (w rows of 9 in 16): the tile's source rows, channels, 7 x 16 apart
+        assert tile_lines((2, 40, 7, 9), None, "nhwc", (40 * 7 * 16, 7 * 16, 16, 1)) == [lines]
     # channels 16 apart, 5 pixels: B under a tile's width
     assert tile_lines((2, 40, 1, 5), None, "nhwc", (40 * 16, 16, 16, 1)) == [2]
     # 99 rows of A: two work items of 4 lines, four of 2, seven of 1
