@@ -125,6 +125,9 @@ _CONV = (8, 64, 128, 128)
 _CHANNEL_SCALES = [16 + c / 4 for c in range(_CONV[1])]
 CASES = [reorder_case(shape, s, d) for s, d in _PAIRS for shape in _SHAPES] + [
     reorder_case((256, 256, 3, 3), "oihw", "OIhw16i16o"),
+    # channels-last into blocks (the run kind's short runs), and a 2-byte transpose
+    reorder_case((32, 64, 56, 56), "nhwc", "nChw16c"),
+    reorder_case((32, 64, 56, 56), "nchw", "nhwc", "bf16"),
     reorder_case(_CONV, "nchw", "nchw", "f32", "s8", scales=[25.0]),
     reorder_case(_CONV, "nchw", "nchw", "f32", "bf16"),
     reorder_case(_CONV, "nchw", "nchw", "f32", "f16"),
