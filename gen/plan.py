@@ -258,7 +258,8 @@ def _tile_lines(spec, rows, bn, src_esize, convert) -> int:
     so that each destination row gets longer runs per visit (nChw16c->nchw 0.91 -> 0.95 of a
     copy, nhwc->nchw with C = 64 0.84 -> 0.88; larger blocks measured slower: nhwc->nchw with
     C = 512 by 10 %, nchw->nhwc with 56x56 pixels by 30 %). Else 1 where B is a tile wide or
-    more and the tile moves bytes or narrows them to a quarter (f32 -> s8, u8), else 2. Zen4,
+    more and the tile narrows bytes to a quarter (f32 -> s8, u8) or, llc_bytes() known (AMD),
+    moves them; else 2. Zen4,
     alternating in one process, specialised, 1 / 2 threads, 1 line against 2: nchw->nhwc
     32x64x56x56 1.4 / 1.14x faster, 8x256x28x28 1.27 / 1.09x, nhwc->nchw 8x256x28x28 (a 64 KB
     block) 1.13 / 1.12x, rand13 the same; rand14 1.3 / 1.0-1.3x, rand10, rand15, rand18 and

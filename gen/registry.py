@@ -80,10 +80,10 @@ B_CVT_ELEMS = 512
 # Rows of A a tile's offset table may hold (8 MB).
 TILE_ROWS = 1 << 20
 # Destination bytes of a run (with its padding) from which the run kind, in a large call,
-# walks runs in the source's order; and, moving bytes, from which it does so where that
-# node is shorter than the destination's next one.
+# walks runs in the source's order; and bytes of a moved run (without padding) from which it
+# does so where that node is shorter than the destination's next one.
 RUN_LINE = 256
-RUN_SHORT_NODE = 16
+RUN_SHORT_BYTES = 16
 
 
 def _size(nest) -> int:
@@ -125,7 +125,8 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
 
     `run` and `strided` work on the innermost node A and the next one B (a size-1 B when the
     nest has one node; for `run` in a large call, the node that continues A in src when a
-    run and its padding fill RUN_LINE bytes; for a conversion's short runs, the nest (B, C)
+    run and its padding fill RUN_LINE bytes, or a moved run fills RUN_SHORT_BYTES and that
+    node is the shorter; for a conversion's short runs, the nest (B, C)
     of B and a node C that continues B's runs in dst); `tile` takes as A and B nests of nodes
     (tuples, innermost first): B from a node whose source stride is 1, A from the innermost
     node; `interleave` takes A with its padding as the rows and B the node of
@@ -228,7 +229,7 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
         # rand01 (f32 -> bf16, runs of 8 along a node of 17) 1.3x, rand16 (f32 -> u8, runs of
         # 16) 1.15x faster than gathered along the destination's next node; runs of 4 (rand09),
         # converted one element at a time, 2.3x slower (Zen5).
-        # Moving shorter runs, from RUN_SHORT_NODE bytes, along the node that continues them
+        # Moving shorter runs, from RUN_SHORT_BYTES, along the node that continues them
         # in src where it is the shorter of the two, so that both sides go in order, a few
         # runs apart, instead of the source in passes that each read one run of a few (nhwc
         # -> nChw16c: 4 passes over each image's 256-byte pixels): Sapphire Rapids, 1 / 2
@@ -238,9 +239,9 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
         run_b, run_outer = b, outer
         short = (convert and tile and not pad and inner.n < codegen.CHUNKS["pack_run"]
                  and inner.n % 8 == 0 and not any(n.scl for n in nodes))
-        run_bytes = (inner.n + pad) * esize
-        gather = not convert and follow and follow[-1].n < b.n and run_bytes >= RUN_SHORT_NODE
-        if not zero and follow and (short or large and (run_bytes >= RUN_LINE or gather)):
+        in_order = not convert and inner.n * esize >= RUN_SHORT_BYTES
+        if not zero and follow and (short or large and (
+                (inner.n + pad) * esize >= RUN_LINE or in_order and follow[-1].n < b.n)):
             run_b, run_outer = follow[-1], [n for n in nodes[:-1] if n is not follow[-1]]
         # Short converted runs (one scale, no sum) that follow each other in dst along B, B's
         # runs then along a node C (a conversion into larger blocks, nChw4c -> nChw8c: B the

@@ -422,20 +422,21 @@ def run_b(dims, src, dst, dtype="f32"):
 def test_streamed_runs_follow_the_source():
     """When the destination streams and a run fills RUN_LINE bytes or more, the run kind steps
     along the node that continues the run in src (reads in order); a move's runs of
-    RUN_SHORT_NODE bytes or more too where that node is the shorter one; otherwise along the
-    next node of dst."""
+    RUN_SHORT_BYTES or more too where that node is the shorter one; otherwise along the next
+    node of dst."""
     mib = 1 << 20
-    assert (registry.RUN_LINE, registry.RUN_SHORT_NODE) == (256, 16)
-    # nhwc -> nChw16c, 134 MB: runs of 64 (f32) or 16 bytes (s8) along the 4 channel blocks,
-    # not along the 16384 pixels (which continue them in dst); in the cache (1.6 MB), pixels
+    assert (registry.RUN_LINE, registry.RUN_SHORT_BYTES) == (256, 16)
+    # nhwc -> nChw16c into 67 MB: runs of 64 (f32) or 16 bytes (s8) along the 4 channel
+    # blocks, not along the 16384 pixels (which continue them in dst); into 1.6 MB, pixels
     big, small = (16, 64, 128, 128), (1, 64, 80, 80)
     assert run_b(big, "nhwc", "nChw16c") == (4, 64, 16384 * 64)
     assert run_b(big, "nhwc", "nChw16c", "s8") == (4, 16, 16384 * 16)
     assert run_b(small, "nhwc", "nChw16c") == (6400, 256, 64)
     # nChw16c -> nhwc: the node that continues the runs in src (pixels) is the longer one
     assert run_b(big, "nChw16c", "nhwc") == (4, 16384 * 64, 64)
-    # runs of 8 bytes (s8 into nChw8c) stay along the pixels
+    # runs of 8 bytes (s8 into nChw8c), or of 5 and 11 of padding, stay along the pixels
     assert run_b(big, "nhwc", "nChw8c", "s8") == (16384, 64, 8)
+    assert run_b((24, 5, 64, 100), "cdab", "nChw16c", "s8") == (6400, 120, 16)
     # planes of 4 MiB, outer axes swapped: 60 MiB streams, 120 KB does not
     assert run_b((5, 3, 1024, 1024), "abcd", "bacd") == (3, 4 * mib, 20 * mib)
     assert run_b((5, 3, 64, 32), "abcd", "bacd") == (5, 24576, 8192)
