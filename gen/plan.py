@@ -259,18 +259,16 @@ def _tile_lines(spec, rows, bn, src_esize, convert) -> int:
     copy, nhwc->nchw with C = 64 0.84 -> 0.88; larger blocks measured slower: nhwc->nchw with
     C = 512 by 10 %, nchw->nhwc with 56x56 pixels by 30 %). Else 1 where B is a tile wide or
     more and the tile narrows bytes to a quarter (f32 -> s8, u8) or, llc_bytes() known (AMD),
-    moves them; else 2. Zen4,
-    alternating in one process, specialised, 1 / 2 threads, 1 line against 2: nchw->nhwc
-    32x64x56x56 1.4 / 1.14x faster, 8x256x28x28 1.27 / 1.09x, nhwc->nchw 8x256x28x28 (a 64 KB
-    block) 1.13 / 1.12x, rand13 the same; rand14 1.3 / 1.0-1.3x, rand10, rand15, rand18 and
-    rand19 the same within noise; but rand06 (s8 -> f32) 0.8 / 0.66x and rand02 (4 columns)
-    0.92x. A tile that moves bytes takes 1 line only where llc_bytes() is
-    known (AMD): on Sapphire Rapids 2 lines, 1 / 2 threads against 1, specialised: nchw ->
-    nhwc 32x64x56x56 1.2 / 1.2x, bf16 1.13 / 1.16x, rand13 1.16 / 1.14x faster; nhwc -> nchw
-    8x256x28x28 0.97 / 0.98x, ncdhw -> ndhwc 4x32x32x64x64 the same; 4 lines as fast as 2 or
-    slower. A conversion that widens takes the most lines where its rows lie closer than a
-    line: rand04 (s8 -> f32, rows 63 bytes apart) 1.36 / 1.23x faster than 2 (Zen4; rand03's
-    16 bytes apart the same)."""
+    moves them; else 2. Zen4, alternating in one process, specialised, 1 / 2 threads, 1 line
+    against 2: nchw->nhwc 32x64x56x56 1.4 / 1.14x faster, 8x256x28x28 1.27 / 1.09x, nhwc->nchw
+    8x256x28x28 (a 64 KB block) 1.13 / 1.12x, rand13 the same; rand14 1.3 / 1.0-1.3x, rand10,
+    rand15, rand18 and rand19 the same within noise; but rand06 (s8 -> f32) 0.8 / 0.66x and
+    rand02 (4 columns) 0.92x. Sapphire Rapids, a tile that moves bytes, 2 lines against 1,
+    specialised, 1 / 2 threads: nchw -> nhwc 32x64x56x56 1.2 / 1.2x, bf16 1.13 / 1.16x, rand13
+    1.16 / 1.14x faster; nhwc -> nchw 8x256x28x28 0.97 / 0.98x, ncdhw -> ndhwc 4x32x32x64x64
+    the same; 4 lines as fast as 2 or slower. A conversion that widens takes the most lines
+    where its rows lie closer than a line: rand04 (s8 -> f32, rows 63 bytes apart) 1.36 /
+    1.23x faster than 2 (Zen4; rand03's 16 bytes apart the same)."""
     most = codegen.CHUNKS["tile_lines"]
     contiguous = _evenly(rows, bn * src_esize)
     small = most * spec.tile_a * bn * src_esize <= TILE_BLOCK
