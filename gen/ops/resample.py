@@ -257,13 +257,17 @@ class _Plan:
         tb.scalar("group", group)
         # items whose source lines are contiguous (channel runs and the last axis, one segment)
         # and hold PREFETCH_BYTES at most, read from a source of half the last-level cache or
-        # more, prefetch the lines of items ahead (2x up backward, 25.7 MB of diff_dst: NCHW
-        # 3-4x faster, nChw16c 1.25x; sources that stay in the cache took 5-10 % longer)
+        # more, prefetch the lines of items ahead (Zen4, 2x up backward, 25.7 MB of diff_dst:
+        # NCHW 3-4x faster, nChw16c 1.25x; sources that stay in the cache took 5-10 % longer).
+        # Not where gen counts no last-level cache (llc_bytes() 0): there, on Sapphire Rapids,
+        # the hardware fetched those lines, and the prefetches only cost time (1 thread, one
+        # process each way: nChw16c 2x up backward 1.33x, NCDHW 2x up 1.15-1.25x, its backward
+        # 1.07-1.1x, NCHW 2x up 1.03-1.06x; NHWC and NDHWC 2x up backward the same)
         run = int(runs.max())
         tb.scalar("prefetch", not nearest and tb.fields["flat"] == run and tb.fields["nseg"] == 1
                   and tb.fields["cw"] >= run
                   and tb.fields["kmax"] * key.dims_in[-1] * run * esize <= PREFETCH_BYTES
-                  and 2 * math.prod(key.dims_in) * esize >= plan.llc_bytes())
+                  and 0 < plan.llc_bytes() <= 2 * math.prod(key.dims_in) * esize)
         # two outputs of axis 1 per item on the buffer path, whose sources overlap (2x up
         # backward: 4 taps, 2 shared), with SPAN_TAPS taps at most of source lines of
         # SPAN_LINE_BYTES (backward: _BACKWARD) or more: combined together (_combine2), each
