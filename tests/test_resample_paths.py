@@ -37,11 +37,11 @@ CASES = [((2, 19, 7, 9), (14, 18), "nhwc"), ((1, 40, 9, 8), (5, 13), "nhwc"),
          ((1, 40, 4, 5), (7, 9), "nChw16c")]
 
 
-def on_tier(tier, script, cases, *more, env=()):
+def on_tier(tier, script, cases, *more, env=None):
     """What `script` prints (JSON) given `cases` (JSON) and arguments `more` in a process on
-    `tier` (GEN_ISA), with the variables `env` (pairs) set too."""
+    `tier` (GEN_ISA), with the variables of `env` set too."""
     return json.loads(subprocess.run([sys.executable, "-c", script, json.dumps(cases), *more],
-                                     env=dict(os.environ, GEN_ISA=tier, **dict(env)),
+                                     env=dict(os.environ, GEN_ISA=tier, **(env or {})),
                                      capture_output=True, text=True, check=True).stdout)
 
 
@@ -218,9 +218,8 @@ def test_prefetch_from_a_source_of_half_the_cache(cache_size):
     """Items of contiguous lines prefetch the lines of items ahead when the kernel's source is
     half of llc_bytes() or more (forward and backward alike), not where gen counts no
     last-level cache (0: on Sapphire Rapids the hardware fetched them), and the item's lines
-    hold PREFETCH_BYTES
-    at most: NCHW rows and NHWC runs of 32 channels (2 lines of 3 KB), not runs of 256 (2 of
-    24 KB). The same bits either way."""
+    hold PREFETCH_BYTES at most: NCHW rows and NHWC runs of 32 channels (2 lines of 3 KB),
+    not runs of 256 (2 of 24 KB). The same bits either way."""
     x = np.random.default_rng(6).standard_normal((4, 32, 20, 24)).astype(np.float32)  # 245 KB
     dy = np.random.default_rng(7).standard_normal((4, 32, 40, 48)).astype(np.float32)
     wide = np.zeros((1, 256, 5, 24), np.float32)
@@ -269,7 +268,7 @@ def test_every_tier_gives_the_same_bits():
     """Every tier this machine runs, the scalar one included, at 1 and 2 threads. Under a
     last-level cache of 1 byte, every call is past it: the items of contiguous lines
     prefetch (which no call does where gen counts no cache, llc_bytes() 0)."""
-    runs = [on_tier(tier, SCRIPT, TIER_CASES, env=[("GEN_LLC_BYTES", "1")])
+    runs = [on_tier(tier, SCRIPT, TIER_CASES, env={"GEN_LLC_BYTES": "1"})
             for tier in registry.supported()]
     assert runs and all(run == runs[0] for run in runs)
     assert all(one == two for one, two in zip(runs[0][::2], runs[0][1::2]))
