@@ -152,7 +152,13 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
             raise Error(f"layout pair needs {len(outer)} loop nodes, more than "
                         f"{codegen.MAX_NODES}")
         tables = {"a_tab": None, "b_tab": None}
+        c = Node(1, 0, 0)  # a run kernel's node whose positions an item gathers
+        if spec.kind == "run" and isinstance(b, tuple):
+            b, c = b
         if spec.kind == "tile":
+            k = _gathered_from(b)
+            if k < len(b):  # B's runs lie c.src apart in src (registry._gathered)
+                c = Node(math.prod(n.n for n in b[k:]), b[k].src, 0)
             # rows past a_n (destination padding, a single node) are zeros, never read
             rows = nest_offsets(a, "src") * src_esize
             tables = {"a_tab": np.concatenate([rows, np.zeros(piece.pad, np.int64)]),
@@ -175,9 +181,6 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
             lines = prefetch = even = staged = buffer = 0
         else:
             piece_stream, lines, prefetch, even, staged, buffer = stream, 0, 0, 0, 0, 0
-        c = Node(1, 0, 0)  # a run kernel's node whose positions an item gathers
-        if spec.kind == "run" and isinstance(b, tuple):
-            b, c = b
         out.append((spec, {
             "src_off": piece.src_off * src_esize, "dst_off": piece.dst_off * esize,
             "scl_off": piece.scl_off, "nouter": len(outer),
@@ -386,6 +389,13 @@ def _step(rows) -> int:
 def _evenly(offsets, step) -> bool:
     """Whether a table's offsets are `step` apart, one after the other."""
     return bool(np.all(np.diff(offsets) == step))
+
+
+def _gathered_from(nest) -> int:
+    """The first node of a tile's B nest that does not continue it in src (its runs are
+    gathered from there on), or len(nest)."""
+    return next((k for k, n in enumerate(nest)
+                 if n.src != math.prod(m.n for m in nest[:k]) * nest[0].src), len(nest))
 
 
 def _linear(nest) -> Node:

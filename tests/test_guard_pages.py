@@ -106,7 +106,10 @@ CONVERSIONS = [
     ((3, 37, 67, 69), "u8", "nhwc", "f32", "nChw16c", dict(src_zero_point=3)),
     ((32, 11, 3, 4), "s8", "ABcd16a16b", "f32", "ABcd16b16a", dict(scales=[0.5])),  # gaps
     ((3, 26, 5, 6), "f32", "aBcd32b", "s8", "abcd", {}),
-    ((40, 42, 33), "s8", "aBc16b", "f32", "cba", {}),  # short rows gathered
+    ((40, 42, 33), "s8", "aBc16b", "f32", "cba", {}),  # short runs gathered into B
+    # a scale along c and d: the full blocks gather their 2 blocks, the last one's short
+    # rows are packed and converted in one call
+    ((40, 42, 3, 11), "s8", "aBcd16b", "f32", "dcba", dict(scales="per_hw", scale_mask=12)),
     ((40, 11), "s8", (16, 1), "f32", "ba", dict(scales=[0.5])),  # gaps, none after the end
     ((3, 5, 9, 11), "f32", "nhwc", "bf16", "nchw", {}),  # rows of 5: the masked tile
     ((3, 5, 9, 11), "f32", "nhwc", "s8", "nchw", dict(scales="per_c", scale_mask=2)),

@@ -57,7 +57,7 @@ CASES = [
     ("reorder_run_f32_bf16", {"dims": [4, 32, 9, 10, 7], "src": ["f32", "aBcde8b"],
                               "dst": ["bf16", "aecdb"]}),  # runs of 8 along the source
     ("reorder_tile_f32_u8", {"dims": [60, 13, 4, 46], "src": ["f32", "aBcd8b"],
-                             "dst": ["u8", "dbca"],  # 5 of 8 channels: rows apart, masked
+                             "dst": ["u8", "dbca"],  # 5 of 8 channels: short runs gathered
                              "attrs": {"scales": [0.5], "dst_zero_point": 3}}),
 ]
 

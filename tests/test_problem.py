@@ -8,6 +8,8 @@ from gen import plan, problem, registry, space
 from gen.isa import TIERS
 from gen.problem import Layout, Node, normalise, simplify
 
+import convert_reference as cref
+
 
 def nest(dims, src, dst, esize=4):
     s = gen.MemoryDesc(dims, "f32", src)
@@ -159,6 +161,50 @@ def test_converting_tile_rows_take_the_nodes_that_continue_them(cache_size):
         out = gen.Memory(prim.dst_desc)
         prim(src, out, threads=threads)
         assert np.array_equal(out.to_array(), (x * np.float32(0.5)).astype(np.float16)), threads
+
+
+GATHERS = [
+    # rand15's 5 of 8 channels: runs of 20 bytes, 32 apart, then the 4 c that continue them
+    ((60, 13, 4, 46), "f32", "aBcd8b", "u8", "dbca", dict(scales=[0.5], dst_zero_point=3)),
+    # rows of 5 x 300 x 3 elements: several chunks and stage steps, split inside a run
+    ((70, 13, 3, 300), "f32", "aBcd8b", "s8", "dbca", dict(scales=[0.25])),
+    # widening: rand06's 10 of 16 channels, runs of 10 bytes 16 apart
+    ((40, 42, 33), "s8", "aBc16b", "f32", "cba", dict(scales=[0.5])),
+]
+
+
+@pytest.mark.parametrize("dims,st,sf,dt,df,attrs", GATHERS)
+def test_converting_tile_gathers_runs_shorter_than_a_line(dims, st, sf, dt, df, attrs):
+    """A conversion whose B's runs are shorter than a line, its rows a line or more apart,
+    takes the node of the shortest source step past them into B, and the nodes that continue
+    it (each row's runs then gathered before they convert): one work item reads a row's
+    lines once, where one item per position of that node read each again. The results are
+    the reference's, from 1, 2 and 3 threads."""
+    x = np.random.default_rng(7).integers(-60, 200, dims).astype(np.float32)
+    src = gen.Memory.from_array(x.astype(cref.np_dtype(st)), sf)
+    prim = gen.Reorder(src.desc, gen.MemoryDesc(dims, dt, df), **attrs)
+    gathered = [f for spec, f in prim._plan.bound if spec.kind == "tile" and f["c_n"] > 1]
+    assert gathered
+    want = cref.reference_reorder(src.to_array(), dt, **attrs)
+    for threads in (1, 2, 3):
+        out = gen.Memory(prim.dst_desc)
+        prim(src, out, threads=threads)
+        cref.assert_same(out.to_array(), want, what=f"{threads} threads")
+
+
+def test_gathered_b_of_the_tile():
+    """rand15's partial block gathers the 46 d (32 bytes apart) and the 4 c that continue
+    them; rows 16 bytes apart (rand02, f32 -> bf16 ABcd4b16a4b -> bdca) keep their B, and
+    so does a move (its tile reads src directly)."""
+    rows = nodes((46, 8, 45032), (5, 1, 3464), (4, 368, 866), (866, 2944, 1))
+    _, a, b, _ = registry.choose(rows, False, 1, convert=("f32", "u8"))
+    assert a == nodes((866, 2944, 1))
+    assert b == nodes((5, 1, 3464), (46, 8, 45032), (4, 368, 866))
+    _, _, b, _ = registry.choose(rows, False, 4)
+    assert b == nodes((5, 1, 3464))
+    near = nodes((11, 256, 5130), (4, 1, 56430), (4, 64, 225720), (176, 4, 1))
+    _, _, b, _ = registry.choose(near, False, 2, convert=("f32", "bf16"))
+    assert b == nodes((4, 1, 56430))
 
 
 def test_tile_splits_a_long_innermost_node_only_without_padding():

@@ -136,8 +136,8 @@ def test_tier_conversions_match_reference(tier):
 # Conversions that take two of the kernels' special paths, with the kind each tier runs:
 # runs of 8, 16 and 24 along the node that continues them in the source (an odd count of them:
 # pairs of runs of 8 and one left over), converted where they lie; and rows of a few elements
-# apart in the source (5 of 8 channels, 3 or 7 of 16), gathered and converted in one call by
-# the masked tile (avx512).
+# apart in the source: 5 of 8 channels, whose runs B gathers on every tier (registry.
+# _gathered), and 3 or 7 of 16, gathered and converted in one call by the masked tile (avx512).
 RUN_LAYOUTS = [((2, 16, 3, 2, 5), "aBcde8b", "aecdb"), ((3, 32, 7), "aBc16b", "acb"),
                ((2, 48, 5), "aBc24b", "acb")]
 APART_LAYOUTS = [((70, 13, 3, 7), "aBcd8b", "dbca"), ((2, 3, 9, 11), "nChw16c", "nchw"),
@@ -174,9 +174,11 @@ def test_tier_special_conversion_paths_match_reference(tier):
     kernels = list(zip([c for c in cases for _ in (1, 2)], got["kernels"], strict=True))
     assert all(k == f"reorder_run_{s}_{d}_{tier}" for (dims, stag, dtag, s, d, _), k in kernels
                if (dims, stag, dtag) in RUN_LAYOUTS)
+    assert all(k == f"reorder_tile_{s}_{d}_{tier}" for (dims, stag, dtag, s, d, _), k in
+               kernels if (dims, stag, dtag) == APART_LAYOUTS[0])
     if tier == "avx512":  # the masked tile converts rows apart from 2- and 4-byte sources
         assert all(k == f"reorder_tile_{s}_{d}_{tier}" for (dims, stag, dtag, s, d, _), k in
-                   kernels if (dims, stag, dtag) == APART_LAYOUTS[0] and s != "s8")
+                   kernels if (dims, stag, dtag) == APART_LAYOUTS[1] and s != "s8")
     for k, (dims, stag, dtag, s, d, attrs) in enumerate(cases):
         a = cr.make_tensor(s, tuple(dims), np.random.default_rng(len(dims)))
         want = cr.reference_reorder(a, d, **attrs)
