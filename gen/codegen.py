@@ -144,7 +144,7 @@ def cdef(specs) -> str:
         "  int64_t scl_str[GEN_MAX_NODES];",
         "  int64_t a_n, a_src, a_dst, a_scl; int64_t b_n, b_src, b_dst, b_scl;",
         "  int64_t c_n, c_src, c_dst;",
-        "  int64_t pad; int64_t stream; int64_t lines; int64_t prefetch; int64_t even;",
+        "  int64_t pad; int64_t gap; int64_t stream; int64_t lines; int64_t prefetch; int64_t even;",
         "  int64_t staged; int64_t buffer;",
         "  const int64_t *a_tab, *b_tab; } gen_piece;",
         "typedef struct { const float *scales; float src_zp, dst_zp, beta; int32_t sum; } gen_attr;",

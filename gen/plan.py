@@ -152,12 +152,12 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
             raise Error(f"layout pair needs {len(outer)} loop nodes, more than "
                         f"{codegen.MAX_NODES}")
         tables = {"a_tab": None, "b_tab": None}
-        c = Node(1, 0, 0)  # a run kernel's node whose positions an item gathers
+        c = Node(1, 0, 0)  # the run's node whose positions an item gathers; the tile's runs
         if spec.kind == "run" and isinstance(b, tuple):
             b, c = b
         if spec.kind == "tile":
             k = _gathered_from(b)
-            if k < len(b):  # B's runs lie c.src apart in src (registry._gathered)
+            if k < len(b):  # B's runs lie c.src apart in src (registry._runs_gathered)
                 c = Node(math.prod(n.n for n in b[k:]), b[k].src, 0)
             # rows past a_n (destination padding, a single node) are zeros, never read
             rows = nest_offsets(a, "src") * src_esize
@@ -189,8 +189,8 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
             "a_n": a.n, "a_src": a.src * src_esize, "a_dst": a.dst * esize, "a_scl": a.scl,
             "b_n": b.n, "b_src": b.src * src_esize, "b_dst": b.dst * esize, "b_scl": b.scl,
             "c_n": c.n, "c_src": c.src * src_esize, "c_dst": c.dst * esize,
-            "pad": piece.pad * esize, "stream": int(piece_stream), "lines": lines,
-            "prefetch": int(prefetch), "even": int(even),
+            "pad": piece.pad * esize, "gap": piece.gap * esize, "stream": int(piece_stream),
+            "lines": lines, "prefetch": int(prefetch), "even": int(even),
             "staged": int(staged and piece_stream > 0), "buffer": buffer, **tables}))
     return out
 
@@ -477,7 +477,8 @@ def cached(dims: tuple, src: Layout, dst: Layout, esize: int, dst_nbytes: int,
         for piece in problem.pieces:
             n = math.prod(node.n for node in piece.nodes)
             runs = n // piece.nodes[-1].n if piece.nodes else 1
-            traffic += n * esize + (0 if piece.zero else n * reads) + runs * piece.pad * esize
+            traffic += (n * (esize + piece.gap * esize) + (0 if piece.zero else n * reads)
+                        + runs * piece.pad * esize)
         return Plan(problem, traffic, dst_nbytes, convert)
     except MemoryError:  # its offset tables
         raise Error(f"the plan of dims {dims} does not fit in memory") from None

@@ -42,6 +42,7 @@ class Piece:
     zero: bool = False  # write zeros (destination padding); src is not read
     pad: int = 0  # zeros written right after each run of the innermost node (dst stride 1)
     scl_off: int = 0  # index of the first element's scale
+    gap: int = 0  # zeros written right after each element, up to the innermost node's stride
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class Problem:
                              for n in p.nodes)
             kind = "zero" if p.zero else "copy"
             pad = f" pad {p.pad}" if p.pad else ""
+            pad += f" gap {p.gap}" if p.gap else ""
             out.append(f"{kind} @{p.src_off}->{p.dst_off}: {nodes}{pad}")
         return "\n".join(out)
 
@@ -242,7 +244,7 @@ def normalise(dims, src: Layout, dst: Layout, esize: int, scl: "Layout | None" =
         ranges[a] = (dims[a], dst.padded[a], dst.levels(a))
         pieces += _pieces(ranges, None, dst, None, True)
     if fuse:  # the cheap match first; the exact check when it leaves zero pieces
-        fused = _fuse_padding(pieces)
+        fused = _fuse_gaps(_fuse_padding(pieces))
         pieces = (_fuse_pitch(pieces) if any(p.zero for p in fused) else None) or fused
     return Problem(esize, tuple(pieces))
 
@@ -350,6 +352,26 @@ def _fuse_padding(pieces):
                     and z.dst_off == c.dst_off + c.nodes[-1].n
                     and _dst_walk(outer) == _dst_walk(c.nodes[:-1])):
                 out[i] = Piece(c.src_off, c.dst_off, c.nodes, False, run, c.scl_off)
+                out.remove(z)
+                break
+    return out
+
+
+def _fuse_gaps(pieces):
+    """A zero piece whose runs fill the gaps between the elements of a copy piece's
+    innermost node (the padded rest of a double block's inner block, 1 of 4 b real in
+    ABcd4b16a4b) becomes that piece's `gap`: each destination line is written once, in one
+    pass, where the zero piece wrote its runs of a few bytes into lines the copy had left."""
+    out = list(pieces)
+    for z in pieces:
+        if not z.zero or len(z.nodes) < 2 or z.nodes[-1].dst != 1:
+            continue
+        run = z.nodes[-1].n
+        for i, c in enumerate(out):
+            if (not c.zero and not c.pad and not c.gap and c.nodes
+                    and c.nodes[-1].dst == run + 1 and z.dst_off == c.dst_off + 1
+                    and _dst_walk(z.nodes[:-1]) == _dst_walk(c.nodes)):
+                out[i] = Piece(c.src_off, c.dst_off, c.nodes, False, 0, c.scl_off, run)
                 out.remove(z)
                 break
     return out

@@ -85,8 +85,9 @@ TILE_ROWS = 1 << 20
 # does so where that node is shorter than the destination's next one.
 RUN_LINE = 256
 RUN_SHORT_BYTES = 16
-# Bytes within which a converting tile's narrow B gathers the runs of a row (_gathered)
-GATHER_STEP = 4096
+# Elements a converting tile's B may hold whose runs a row gathers (_runs_gathered): rand06's
+# 1470, rand15's 920
+GATHER_ELEMS = 4096
 
 
 def _size(nest) -> int:
@@ -108,27 +109,27 @@ def _chain(first, nodes, side: str, limit: int) -> tuple:
     return nest
 
 
-def _gathered(a, b, others, width: int, pad: int, src_dtype: str):
+def _runs_gathered(a, b, others, width: int, pad: int, src_dtype: str):
     """A converting tile's (A, B) whose B takes in the node G of the shortest source step
-    past B's elements and the nodes that continue G in src (B's runs then lie G's step
-    apart, the kernel gathering each row's runs before it converts them), or None. Where
-    B's runs are shorter than a line, A's rows a line or more apart and G steps less than
-    GATHER_STEP bytes, a row's runs share lines and pages that separate work items (one per
-    position of G) would each read again (README, "Kernel kinds": tile). Rows closer than a
-    line share theirs already: rand02's, 16 bytes apart, 1.5x slower gathered. None where a
-    scale varies along B or G (the converter takes B's scales as one)."""
+    past B's elements, and the nodes that continue G in src while B holds at most
+    GATHER_ELEMS elements (B's runs then lie G's step apart, the kernel gathering each row's
+    runs before it converts them), or None. Where B's runs are shorter than a line, A's rows
+    a line or more apart and G steps less than a line, a row's runs share lines that
+    separate work items (one per position of G) would each read again (README, "Kernel
+    kinds": tile). Rows closer than a line share theirs already: rand02's, 16 bytes apart,
+    1.5x slower gathered. None where a scale varies along B or G (the converter takes B's
+    scales as one)."""
     size = TABLE[src_dtype].size
     if _size(b) * size >= space.LINE or abs(a[0].src) * size < space.LINE or any(
             n.scl for n in b):
         return None
     rest = [n for n in others if n not in a + b and _size(b) < n.src and not n.scl]
-    if not rest:
-        return None
-    g = (min(rest, key=lambda n: n.src),)
-    if g[0].src * size >= GATHER_STEP:
+    g = (min(rest, key=lambda n: n.src),) if rest else ()
+    if not g or g[0].src * size >= space.LINE or _size(b + g) > GATHER_ELEMS:
         return None
     while True:  # with the nodes that continue G's runs in src
-        nxt = [n for n in rest if n not in g and n.src == g[-1].src * g[-1].n]
+        nxt = [n for n in rest if n not in g and n.src == g[-1].src * g[-1].n
+               and _size(b + g) * n.n <= GATHER_ELEMS]
         if not nxt:
             break
         g += (nxt[0],)
@@ -218,11 +219,11 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
         a, b = next(((a, b) for a, b in nests
                       if _size(a) + pad >= width and _size(b) >= width), (None, None))
         if convert and (not a or _size(b) * TABLE[src].size < space.LINE):  # short runs
-            a, b = next(filter(None, (_gathered(a_, b_, others, width, pad, src)
+            a, b = next(filter(None, (_runs_gathered(a_, b_, others, width, pad, src)
                                       for a_, b_ in nests)), (a, b))
-        # else B narrower than a row: rows of _size(b) elements that follow each other (in
-        # src, or in a conversion's buffer, where they may keep their gap to a narrow
-        # width) are read W at a time and de-interleaved
+        # else (no B a row wide, none gathered) B narrower than a row: rows of _size(b)
+        # elements that follow each other (in src, or in a conversion's buffer, where they may
+        # keep their gap to a narrow width) are read W at a time and de-interleaved
         narrow = spec("tile").narrow
         a, b = (a, b) if a else next(((a, b) for a, b in nests if not pad and (
             _size(b) in narrow and _size(a) >= width * width // _size(b)
@@ -235,7 +236,7 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
         # follow each other (one converter call per item: nhwc -> nchw with 5 channels, f32
         # -> bf16 or s8, 2.6-3x), or, with one scale for the item's rows, rows apart of 2- or
         # 4-byte elements, which the kernel gathers and converts in one call (rand15's 5 of 8
-        # channels, f32 -> u8, 1.8x, before _gathered took them; nChw16c -> nchw with 3
+        # channels, f32 -> u8, 1.8x, before _runs_gathered took them; nChw16c -> nchw with 3
         # channels, f32 -> bf16 or s8, 1.2-1.3x; s8 -> f32 0.8x). Not for rows of 3 that
         # follow each other: there the specialised strided kernel's loop is vectorised by the
         # compiler (nhwc -> nchw with 3 channels 0.6-0.8x at 1 thread); nor where the kernel

@@ -198,6 +198,9 @@ REORDERS = [
     ("narrow_f32_bf16", (3, 19, 5, 7), "f32:aBcd4b", "bf16:nchw", {"scales": [0.5]}, True),
     # channel blocks that do not nest (4 and 6): the channels read through a table
     ("blocks_4_6", (2, 10, 3, 5), "f32:aBcd4b", "s8:aBcd6b", {"scales": [0.5]}, True),
+    # a tile's B of runs gathered (5 of 8 channels), zeros after each element (9 of 16 b)
+    ("gathered_runs", (6, 13, 4, 46), "f32:aBcd8b", "u8:dbca", {"dst_zero_point": 3}, True),
+    ("gaps", (18, 9, 3, 5), "f32:badc", "s8:ABcd4b16a4b", {"scales": [0.5]}, True),
     # negative values as the command line takes them ("--scales -1.5,2", "--sum-scale -0.5")
     ("negative_values", (2, 2, 3, 5), "f32:nchw", "s8:nhwc",
      {"scales": [-1.5, 2.0], "scale_mask": 2, "dst_zero_point": -3, "sum_scale": -0.5}, True),

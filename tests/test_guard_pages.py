@@ -107,9 +107,11 @@ CONVERSIONS = [
     ((32, 11, 3, 4), "s8", "ABcd16a16b", "f32", "ABcd16b16a", dict(scales=[0.5])),  # gaps
     ((3, 26, 5, 6), "f32", "aBcd32b", "s8", "abcd", {}),
     ((40, 42, 33), "s8", "aBc16b", "f32", "cba", {}),  # short runs gathered into B
-    # a scale along c and d: the full blocks gather their 2 blocks, the last one's short
-    # rows are packed and converted in one call
+    ((35, 9, 3, 5), "f32", "badc", "u8", "ABcd4b16a4b", dict(dst_zero_point=3)),  # gaps
+    # a scale along c and d, the nodes B would gather: the blocks' short rows packed and
+    # converted in one call
     ((40, 42, 3, 11), "s8", "aBcd16b", "f32", "dcba", dict(scales="per_hw", scale_mask=12)),
+    ((37, 5, 29), "f32", (206, 1, 7), "u8", "cba", {}),  # gathered runs to the buffer's end
     ((40, 11), "s8", (16, 1), "f32", "ba", dict(scales=[0.5])),  # gaps, none after the end
     ((3, 5, 9, 11), "f32", "nhwc", "bf16", "nchw", {}),  # rows of 5: the masked tile
     ((3, 5, 9, 11), "f32", "nhwc", "s8", "nchw", dict(scales="per_c", scale_mask=2)),

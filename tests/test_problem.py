@@ -9,6 +9,7 @@ from gen.isa import TIERS
 from gen.problem import Layout, Node, normalise, simplify
 
 import convert_reference as cref
+import reference as ref
 
 
 def nest(dims, src, dst, esize=4):
@@ -64,7 +65,8 @@ def test_simplify_drops_merges_and_orders():
 
 
 def dst_hits(pieces, nbytes):
-    """How many times the pieces write each destination element (their pads included)."""
+    """How many times the pieces write each destination element (their pads and gaps
+    included)."""
     hits = [0] * (nbytes // 4)
     for p in pieces:
         starts = [p.dst_off]  # of the runs of the innermost node
@@ -73,7 +75,8 @@ def dst_hits(pieces, nbytes):
         inner = p.nodes[-1]
         for o in starts:
             for i in range(inner.n):
-                hits[o + i * inner.dst] += 1
+                for k in range(1 + p.gap):  # the element, then its gap
+                    hits[o + i * inner.dst + k] += 1
             for k in range(p.pad):  # the pad follows the run (dst stride 1)
                 hits[o + inner.n + k] += 1
     return hits
@@ -99,6 +102,23 @@ def test_padding_up_to_the_next_run():
     assert [(p.nodes[-1].n, p.pad, p.zero) for p in pieces] == [(16, 240, False),
                                                                (4, 252, False)]
     assert dst_hits(pieces, dst.nbytes) == [1] * (dst.nbytes // 4)
+
+
+GAPS = [((35, 9, 3, 5), "badc", "ABcd4b16a4b", [0, 3, 0, 3]),  # 9 b: 1 of the third 4b
+        ((17, 35, 3, 3), "oihw", "OIhw4i16o4i", [0, 0, 0, 0])]  # 35 i: 3 of the last 4i
+
+
+@pytest.mark.parametrize("dims,src,dst,gaps", GAPS)
+def test_zeros_between_elements_fuse_into_the_copy(dims, src, dst, gaps):
+    """Where a double block's inner block is padded after each element of the copy (b = 9
+    of ABcd4b16a4b's 16: the 9th b alone in its 4b group), the zeros after each element
+    are the copy piece's gap; each destination element is written once. (Where the real part
+    is a run of more elements, 3 of OIhw4i16o4i's 4 i, the zeros follow each run: its pad.)"""
+    d = gen.MemoryDesc(dims, "f32", dst)
+    pieces = normalise(dims, Layout.of_desc(gen.MemoryDesc(dims, "f32", src)),
+                       Layout.of_desc(d), 4).pieces
+    assert [p.gap for p in pieces if not p.zero] == gaps
+    assert dst_hits(pieces, d.nbytes) == [1] * (d.nbytes // 4)
 
 
 def test_padding_past_the_run_limit_stays_zero_pieces(monkeypatch):
@@ -161,6 +181,32 @@ def test_converting_tile_rows_take_the_nodes_that_continue_them(cache_size):
         out = gen.Memory(prim.dst_desc)
         prim(src, out, threads=threads)
         assert np.array_equal(out.to_array(), (x * np.float32(0.5)).astype(np.float16)), threads
+
+
+GAP_CONVERSIONS = [
+    # rand10's b = 9 of ABcd4b16a4b's 16: each 9th b followed by 3 zero bytes, converted
+    ((35, 9, 3, 5), "f32", "badc", "s8", "ABcd4b16a4b", dict(scales=[0.5])),
+    ((35, 9, 3, 5), "f32", "badc", "bf16", "ABcd4b16a4b", {}),
+    ((35, 9, 3, 5), "s8", "badc", "s8", "ABcd4b16a4b", {}),  # a move
+]
+
+
+@pytest.mark.parametrize("dims,st,sf,dt,df,attrs", GAP_CONVERSIONS)
+def test_strided_kernel_writes_the_gap_after_each_element(dims, st, sf, dt, df, attrs):
+    """A piece with a gap (zeros after each element, problem._fuse_gaps) runs on the
+    strided kernel, which writes them: the results are the reference's and the padding is
+    zeros, from 1, 2 and 3 threads, over a destination of nonzero bytes."""
+    x = np.random.default_rng(3).integers(-60, 200, dims).astype(np.float32)
+    src = gen.Memory.from_array(x.astype(cref.np_dtype(st)), sf)
+    prim = gen.Reorder(src.desc, gen.MemoryDesc(dims, dt, df), **attrs)
+    assert [spec.kind for spec, f in prim._plan.bound if f["gap"]] == ["strided"] * 2
+    want = cref.reference_reorder(src.to_array(), dt, **attrs)
+    for threads in (1, 2, 3):
+        out = gen.Memory(prim.dst_desc)
+        out.data[:] = 0xA5
+        prim(src, out, threads=threads)
+        cref.assert_same(out.to_array(), want, what=f"{threads} threads")
+        assert bytes(out.data) == ref.pack(want, df, out.desc.nbytes).tobytes(), threads
 
 
 GATHERS = [
