@@ -364,13 +364,14 @@ def _fuse_gaps(pieces):
     pass, where the zero piece wrote its runs of a few bytes into lines the copy had left."""
     out = list(pieces)
     for z in pieces:
-        if not z.zero or len(z.nodes) < 2 or z.nodes[-1].dst != 1:
+        if not z.zero or not z.nodes:
             continue
-        run = z.nodes[-1].n
+        # its runs: the innermost node, or single elements (a size-1 node was dropped)
+        outer, run = (z.nodes[:-1], z.nodes[-1].n) if z.nodes[-1].dst == 1 else (z.nodes, 1)
         for i, c in enumerate(out):
             if (not c.zero and not c.pad and not c.gap and c.nodes
                     and c.nodes[-1].dst == run + 1 and z.dst_off == c.dst_off + 1
-                    and _dst_walk(z.nodes[:-1]) == _dst_walk(c.nodes)):
+                    and _dst_walk(outer) == _dst_walk(c.nodes)):
                 out[i] = Piece(c.src_off, c.dst_off, c.nodes, False, 0, c.scl_off, run)
                 out.remove(z)
                 break

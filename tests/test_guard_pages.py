@@ -108,6 +108,7 @@ CONVERSIONS = [
     ((3, 26, 5, 6), "f32", "aBcd32b", "s8", "abcd", {}),
     ((40, 42, 33), "s8", "aBc16b", "f32", "cba", {}),  # short runs gathered into B
     ((35, 9, 3, 5), "f32", "badc", "u8", "ABcd4b16a4b", dict(dst_zero_point=3)),  # gaps
+    ((5, 5, 67, 69), "f32", "nchw", "s8", "aBcd4b", {}),  # a gap that ends the buffer
     # a scale along c and d, the nodes B would gather: the blocks' short rows packed and
     # converted in one call
     ((40, 42, 3, 11), "s8", "aBcd16b", "f32", "dcba", dict(scales="per_hw", scale_mask=12)),

@@ -105,6 +105,7 @@ def test_padding_up_to_the_next_run():
 
 
 GAPS = [((35, 9, 3, 5), "badc", "ABcd4b16a4b", [0, 3, 0, 3]),  # 9 b: 1 of the third 4b
+        ((2, 5, 3, 3), "nchw", "aBcd2b", [0, 1]),  # 5 c: 1 of the third 2c
         ((17, 35, 3, 3), "oihw", "OIhw4i16o4i", [0, 0, 0, 0])]  # 35 i: 3 of the last 4i
 
 
@@ -183,23 +184,31 @@ def test_converting_tile_rows_take_the_nodes_that_continue_them(cache_size):
         assert np.array_equal(out.to_array(), (x * np.float32(0.5)).astype(np.float16)), threads
 
 
+# (dims, src dtype, tag, dst dtype, tag, attributes, pieces with a gap); each moves about
+# 1 MB, so that 2 and 3 threads run
 GAP_CONVERSIONS = [
     # rand10's b = 9 of ABcd4b16a4b's 16: each 9th b followed by 3 zero bytes, converted
-    ((35, 9, 3, 5), "f32", "badc", "s8", "ABcd4b16a4b", dict(scales=[0.5])),
-    ((35, 9, 3, 5), "f32", "badc", "bf16", "ABcd4b16a4b", {}),
-    ((35, 9, 3, 5), "s8", "badc", "s8", "ABcd4b16a4b", {}),  # a move
+    ((35, 9, 17, 29), "f32", "badc", "s8", "ABcd4b16a4b", dict(scales=[0.5]), 2),
+    ((35, 9, 17, 29), "f32", "badc", "bf16", "ABcd4b16a4b", {}, 2),
+    ((35, 9, 17, 29), "s8", "badc", "s8", "ABcd4b16a4b", {}, 2),  # a move
+    # 5 channels: the next pixel's channel right after each gap
+    ((16, 5, 67, 69), "u8", "nchw", "u8", "aBcd4b", {}, 1),
+    ((6, 5, 67, 69), "f32", "nchw", "bf16", "aBcd2b", {}, 1),  # a gap of one element
+    # blocks that do not nest: the channels unrolled, one gap piece among their pieces
+    ((6, 7, 67, 69), "f32", "aBcd4b", "s8", "aBcd6b", {}, 1),
 ]
 
 
-@pytest.mark.parametrize("dims,st,sf,dt,df,attrs", GAP_CONVERSIONS)
-def test_strided_kernel_writes_the_gap_after_each_element(dims, st, sf, dt, df, attrs):
+@pytest.mark.parametrize("dims,st,sf,dt,df,attrs,gaps", GAP_CONVERSIONS)
+def test_strided_kernel_writes_the_gap_after_each_element(dims, st, sf, dt, df, attrs, gaps):
     """A piece with a gap (zeros after each element, problem._fuse_gaps) runs on the
     strided kernel, which writes them: the results are the reference's and the padding is
     zeros, from 1, 2 and 3 threads, over a destination of nonzero bytes."""
     x = np.random.default_rng(3).integers(-60, 200, dims).astype(np.float32)
     src = gen.Memory.from_array(x.astype(cref.np_dtype(st)), sf)
     prim = gen.Reorder(src.desc, gen.MemoryDesc(dims, dt, df), **attrs)
-    assert [spec.kind for spec, f in prim._plan.bound if f["gap"]] == ["strided"] * 2
+    assert [spec.kind for spec, f in prim._plan.bound if f["gap"]] == ["strided"] * gaps
+    assert prim._plan.traffic >= 3 * plan.BYTES_PER_THREAD
     want = cref.reference_reorder(src.to_array(), dt, **attrs)
     for threads in (1, 2, 3):
         out = gen.Memory(prim.dst_desc)
@@ -241,7 +250,7 @@ def test_converting_tile_gathers_runs_shorter_than_a_line(dims, st, sf, dt, df, 
 def test_gathered_b_of_the_tile():
     """rand15's partial block gathers the 46 d (32 bytes apart) and the 4 c that continue
     them; rows 16 bytes apart (rand02, f32 -> bf16 ABcd4b16a4b -> bdca) keep their B, and
-    so does a move (its tile reads src directly)."""
+    so does a move (its tile reads src directly), and a B that would pass GATHER_ELEMS."""
     rows = nodes((46, 8, 45032), (5, 1, 3464), (4, 368, 866), (866, 2944, 1))
     _, a, b, _ = registry.choose(rows, False, 1, convert=("f32", "u8"))
     assert a == nodes((866, 2944, 1))
@@ -251,6 +260,11 @@ def test_gathered_b_of_the_tile():
     near = nodes((11, 256, 5130), (4, 1, 56430), (4, 64, 225720), (176, 4, 1))
     _, _, b, _ = registry.choose(near, False, 2, convert=("f32", "bf16"))
     assert b == nodes((4, 1, 56430))
+    for n, gathers in ((100, True), (1000, False)):  # B of at most GATHER_ELEMS elements
+        rows = nodes((n, 12, 640), (10, 1, 64), (64, 12 * n, 1))
+        _, _, b, _ = registry.choose(rows, False, 1, convert=("f32", "u8"))
+        assert (b == nodes((10, 1, 64), (n, 12, 640))) == gathers, n
+        assert registry.GATHER_ELEMS < 10 * 1000
 
 
 def test_tile_splits_a_long_innermost_node_only_without_padding():
