@@ -153,7 +153,7 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
             raise Error(f"layout pair needs {len(outer)} loop nodes, more than "
                         f"{codegen.MAX_NODES}")
         tables = {"a_tab": None, "b_tab": None}
-        c = Node(1, 0, 0)  # the run's node whose positions an item gathers; the tile's runs
+        c = Node(1, 0, 0)  # run: the node whose positions an item gathers; tile: B's runs
         if spec.kind == "run" and isinstance(b, tuple):
             b, c = b
         if spec.kind == "tile":

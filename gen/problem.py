@@ -359,9 +359,10 @@ def _fuse_padding(pieces):
 
 def _fuse_gaps(pieces):
     """A zero piece whose runs fill the gaps between the elements of a copy piece's
-    innermost node (the padded rest of a double block's inner block, 1 of 4 b real in
-    ABcd4b16a4b) becomes that piece's `gap`: each destination line is written once, in one
-    pass, where the zero piece wrote its runs of a few bytes into lines the copy had left."""
+    innermost node (a block of which one element is real: the last of nChw16c with 17
+    channels, 1 of 4 b in ABcd4b16a4b) becomes that piece's `gap`: each destination line is
+    written once, in one pass, where the zero piece wrote its runs into lines the copy had
+    left."""
     out = list(pieces)
     for z in pieces:
         if not z.zero or not z.nodes:
