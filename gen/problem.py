@@ -341,20 +341,10 @@ def nest_offsets(nest, side: str) -> np.ndarray:
 def _fuse_padding(pieces):
     """A zero piece that continues each innermost run of a copy piece (the padded tail of a
     block) becomes that piece's `pad`: one pass writes each destination line."""
-    out = list(pieces)
-    for z in pieces:
-        if not z.zero or not z.nodes:
-            continue
-        # its runs: the innermost node, or single elements (a size-1 node was dropped)
-        outer, run = (z.nodes[:-1], z.nodes[-1].n) if z.nodes[-1].dst == 1 else (z.nodes, 1)
-        for i, c in enumerate(out):
-            if (not c.zero and not c.pad and c.nodes and c.nodes[-1].dst == 1
-                    and z.dst_off == c.dst_off + c.nodes[-1].n
-                    and _dst_walk(outer) == _dst_walk(c.nodes[:-1])):
-                out[i] = Piece(c.src_off, c.dst_off, c.nodes, False, run, c.scl_off)
-                out.remove(z)
-                break
-    return out
+    return _fuse_zeros(pieces, lambda c, start, walk, run: (
+        c.nodes[-1].dst == 1 and start == c.dst_off + c.nodes[-1].n
+        and walk == _dst_walk(c.nodes[:-1])),
+        lambda c, run: Piece(c.src_off, c.dst_off, c.nodes, False, run, c.scl_off))
 
 
 def _fuse_gaps(pieces):
@@ -363,17 +353,26 @@ def _fuse_gaps(pieces):
     channels, 1 of 4 b in ABcd4b16a4b) becomes that piece's `gap`: each destination line is
     written once, in one pass, where the zero piece wrote its runs into lines the copy had
     left."""
+    return _fuse_zeros(pieces, lambda c, start, walk, run: (
+        c.nodes[-1].dst == run + 1 and start == c.dst_off + 1 and walk == _dst_walk(c.nodes)),
+        lambda c, run: Piece(c.src_off, c.dst_off, c.nodes, False, 0, c.scl_off, run))
+
+
+def _fuse_zeros(pieces, fits, fused):
+    """Each zero piece whose runs `fits(copy piece, their first offset, the destination walk
+    of their outer nodes, their length)` a copy piece without pad or gap becomes part of the
+    first such piece: `fused(copy piece, run length)` replaces it."""
     out = list(pieces)
     for z in pieces:
         if not z.zero or not z.nodes:
             continue
         # its runs: the innermost node, or single elements (a size-1 node was dropped)
         outer, run = (z.nodes[:-1], z.nodes[-1].n) if z.nodes[-1].dst == 1 else (z.nodes, 1)
+        walk = _dst_walk(outer)
         for i, c in enumerate(out):
             if (not c.zero and not c.pad and not c.gap and c.nodes
-                    and c.nodes[-1].dst == run + 1 and z.dst_off == c.dst_off + 1
-                    and _dst_walk(outer) == _dst_walk(c.nodes)):
-                out[i] = Piece(c.src_off, c.dst_off, c.nodes, False, 0, c.scl_off, run)
+                    and fits(c, z.dst_off, walk, run)):
+                out[i] = fused(c, run)
                 out.remove(z)
                 break
     return out
