@@ -97,10 +97,11 @@ def _size(nest) -> int:
 def _chain(first, nodes, side: str, limit: int) -> tuple:
     """`first`, then nodes that continue it contiguously on `side` ("src" or "dst") while it
     is shorter than `limit` elements: a nest (innermost first) the tile walks through a table
-    of offsets. Scales stay linear along it (the kernel finds element i's at i * first.scl)."""
+    of offsets (or, from a first of a larger step, whose runs it gathers). Scales stay linear
+    along it (the kernel finds element i's at i * first.scl)."""
     nest = (first,)
     while _size(nest) < limit:
-        step = _size(nest)
+        step = _size(nest) * getattr(first, side)
         nxt = [n for n in nodes if n not in nest and getattr(n, side) == step
                and n.scl == first.scl * step]
         if not nxt:
@@ -124,16 +125,12 @@ def _runs_gathered(a, b, others, width: int, pad: int, src_dtype: str):
             n.scl for n in b):
         return None
     rest = [n for n in others if n not in a + b and _size(b) < n.src and not n.scl]
-    g = (min(rest, key=lambda n: n.src),) if rest else ()
-    if not g or g[0].src * size >= space.LINE or _size(b + g) > GATHER_ELEMS:
+    if not rest or min(n.src for n in rest) * size >= space.LINE:
         return None
-    while True:  # with the nodes that continue G's runs in src
-        nxt = [n for n in rest if n not in g and n.src == g[-1].src * g[-1].n
-               and _size(b + g) * n.n <= GATHER_ELEMS]
-        if not nxt:
-            break
-        g += (nxt[0],)
-    ok = _size(b + g) >= width and _size(a) + pad >= width
+    g = _chain(min(rest, key=lambda n: n.src), rest, "src", GATHER_ELEMS // _size(b))
+    while _size(b + g) > GATHER_ELEMS:  # the node that passed the bound, dropped
+        g = g[:-1]
+    ok = g and _size(b + g) >= width and _size(a) + pad >= width
     return (a, b + g) if ok else None
 
 
