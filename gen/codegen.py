@@ -14,6 +14,7 @@ from .transpose import deinterleave, interleave, network
 MAX_NODES = 24  # outer nodes a piece may have (problem.py never needs more than 2 per axis)
 # Work-item sizes: large enough to amortise the item loop, small enough to balance threads.
 CHUNKS = {"run_chunk": 1 << 16, "strided_chunk": 1 << 12, "strided_block": 256,
+          "strided_dense": 1 << 13,  # bytes: a strided block's row built whole (with gaps)
           "tile_chunk": 1 << 9, "tile_lines": 4,  # at most (plan.py picks per problem)
           "cvt_tile_buffer": 1 << 14,  # bytes: a converting tile's buffer stays in L1
           "tile_stage": 1 << 12,  # bytes: a converting tile gathers short rows there

@@ -191,31 +191,45 @@ GAP_CONVERSIONS = [
     ((35, 9, 17, 29), "f32", "badc", "s8", "ABcd4b16a4b", dict(scales=[0.5]), 2),
     ((35, 9, 17, 29), "f32", "badc", "bf16", "ABcd4b16a4b", {}, 2),
     ((35, 9, 17, 29), "s8", "badc", "s8", "ABcd4b16a4b", {}, 2),  # a move
+    # with a sum: the elements read from the destination, the gaps still zeros
+    ((35, 9, 17, 29), "f32", "badc", "s8", "ABcd4b16a4b", dict(scales=[0.5], sum_scale=0.25),
+     2),
     # 5 channels: the next pixel's channel right after each gap
     ((16, 5, 67, 69), "u8", "nchw", "u8", "aBcd4b", {}, 1),
     ((6, 5, 67, 69), "f32", "nchw", "bf16", "aBcd2b", {}, 1),  # a gap of one element
     # blocks that do not nest: the channels unrolled, one gap piece among their pieces
     ((6, 7, 67, 69), "f32", "aBcd4b", "s8", "aBcd6b", {}, 1),
+    # one channel of 16: 256-element blocks of rows of 16 and 32 bytes (each row built
+    # whole: codegen's strided_dense), of 64 (element by element), with a sum
+    ((20, 1, 9, 150), "f32", "nchw", "s8", "aBcd16b", dict(scales=[0.5]), 1),
+    ((20, 1, 9, 150), "f32", "nchw", "f32", "aBcd16b", {}, 1),
+    ((20, 1, 9, 150), "f32", "nchw", "bf16", "aBcd16b", dict(sum_scale=0.5), 1),
 ]
 
 
 @pytest.mark.parametrize("dims,st,sf,dt,df,attrs,gaps", GAP_CONVERSIONS)
-def test_strided_kernel_writes_the_gap_after_each_element(dims, st, sf, dt, df, attrs, gaps):
+def test_strided_kernel_writes_the_gap_after_each_element(dims, st, sf, dt, df, attrs, gaps,
+                                                          monkeypatch):
     """A piece with a gap (zeros after each element, problem._fuse_gaps) runs on the
     strided kernel, which writes them: the results are the reference's and the padding is
-    zeros, from 1, 2 and 3 threads, over a destination of nonzero bytes."""
+    zeros, from 1, 2 and 3 threads, over a destination of nonzero bytes, with plain and with
+    streaming stores."""
+    monkeypatch.setattr(plan, "cached", plan.cached.__wrapped__)  # each primitive plans anew
     x = np.random.default_rng(3).integers(-60, 200, dims).astype(np.float32)
     src = gen.Memory.from_array(x.astype(cref.np_dtype(st)), sf)
-    prim = gen.Reorder(src.desc, gen.MemoryDesc(dims, dt, df), **attrs)
-    assert [spec.kind for spec, f in prim._plan.bound if f["gap"]] == ["strided"] * gaps
-    assert prim._plan.traffic >= 3 * plan.BYTES_PER_THREAD
-    want = cref.reference_reorder(src.to_array(), dt, **attrs)
-    for threads in (1, 2, 3):
-        out = gen.Memory(prim.dst_desc)
-        out.data[:] = 0xA5
-        prim(src, out, threads=threads)
-        cref.assert_same(out.to_array(), want, what=f"{threads} threads")
-        assert bytes(out.data) == ref.pack(want, df, out.desc.nbytes).tobytes(), threads
+    for stream_bytes in (plan.STREAM_BYTES, 0):
+        monkeypatch.setattr(plan, "STREAM_BYTES", stream_bytes)
+        prim = gen.Reorder(src.desc, gen.MemoryDesc(dims, dt, df), **attrs)
+        gapped = [(spec.kind, f["stream"] > 0) for spec, f in prim._plan.bound if f["gap"]]
+        assert gapped == [("strided", stream_bytes == 0)] * gaps
+        assert prim._plan.traffic >= 3 * plan.BYTES_PER_THREAD
+        for threads in (1, 2, 3):
+            out = gen.Memory(prim.dst_desc)
+            out.data[:] = 0xA5
+            want = cref.reference_reorder(src.to_array(), dt, **attrs, dst_old=out.to_array())
+            prim(src, out, threads=threads)
+            cref.assert_same(out.to_array(), want, what=f"{threads} threads")
+            assert bytes(out.data) == ref.pack(want, df, out.desc.nbytes).tobytes(), threads
 
 
 GATHERS = [
