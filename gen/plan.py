@@ -148,7 +148,8 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
             order = loop_order(outer, src_esize, esize, piece.zero)
         if order == "src":  # the source's order (a stable sort)
             outer = sorted(outer, key=lambda n: -abs(n.src))
-        assert not piece.gap or spec.kind == "strided"  # the only kind with a gap
+        # the only kind with a gap; _fuse_gaps gives one only to a piece without pad
+        assert not piece.gap or (spec.kind == "strided" and not piece.pad)
         if len(outer) > codegen.MAX_NODES:
             raise Error(f"layout pair needs {len(outer)} loop nodes, more than "
                         f"{codegen.MAX_NODES}")
