@@ -127,8 +127,8 @@ def _choose_args(piece, esize, convert):
 
 def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic=None):
     """Per piece: (kernel spec on `tier`, the gen_piece fields as a dict). `choice`: measured
-    wisdom.Choice (a kernel kind per piece, streaming stores or not, the loops' order) instead
-    of the guess.
+    wisdom.Choice (a kernel kind per piece, streaming stores or not, the loops' order, the
+    tiles' prefetches) instead of the guess.
     `traffic`: the bytes a call reads and writes (see streams)."""
     esize = problem.esize  # dst's element size
     src_esize = TABLE[convert.src].size if convert else esize
@@ -174,6 +174,9 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
             staged = not whole and _tile_staged(spec, a.n + piece.pad, lines, dst_nbytes, moved)
             prefetch = _tile_prefetch(spec, rows, moved, lines, a.n + piece.pad, b.n, convert,
                                       staged)
+            if choice is not None and choice.prefetch != "auto":
+                prefetch = _tile_prefetch_how(spec, lines, a.n + piece.pad, b.n, convert) \
+                    if choice.prefetch == "on" else 0
             tiled = stream if choice is not None else _tile_stream_threads(dst_nbytes, moved)
             piece_stream = tiled if (whole or staged) and (
                 choice is not None or convert is not None
@@ -322,6 +325,11 @@ def _tile_prefetch(spec, rows, moved, lines, an, bn, convert, staged) -> int:
     if line_rows or _quarters(spec, spec.src_size, convert) or (
             convert is None and not staged and bn > codegen.CHUNKS["tile_chunk"]):
         return 0
+    return _tile_prefetch_how(spec, lines, an, bn, convert)
+
+
+def _tile_prefetch_how(spec, lines, an, bn, convert) -> int:
+    """How a tile that prefetches does (see _tile_prefetch): spread (2) or at once (1)."""
     tiles = -(-min(bn, codegen.CHUNKS["tile_chunk"]) // spec.tile)
     spread = min(lines * spec.tile_a, an) >= max(spec.tile_a, TILE_SPREAD) and tiles >= 4
     return 2 if convert is None and spread else 1

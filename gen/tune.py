@@ -3,8 +3,9 @@ fastest, in the primitive and in this process's wisdom (gen/wisdom.py).
 
 The search is per piece (a problem has a few pieces, each with 1-4 kernel kinds), then for
 streaming stores on and off, then for the loops in the guessed order (plan.loop_order), the
-destination's or the source's: each candidate plan runs on scratch buffers of the primitive's
-descriptors, and its median time over `repeat` calls counts.
+destination's or the source's, then for tiles that prefetch their next work item's source rows
+as guessed (plan._tile_prefetch), never or always: each candidate plan runs on scratch buffers
+of the primitive's descriptors, and its median time over `repeat` calls counts.
 """
 from __future__ import annotations
 
@@ -41,8 +42,8 @@ def _scratch(desc) -> Memory:
 def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
     """Measures `primitive`'s kernel choices at `threads`, switches it to the fastest and
     records that as wisdom. Returns {"kernel": chosen kernel, "candidates": {"KERNELS
-    stream=S order=O": us}} (one candidate, named by its kernel alone, where there is no
-    choice)."""
+    stream=S order=O prefetch=P": us}} (one candidate, named by its kernel alone, where there
+    is no choice)."""
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise Error(f"repeat must be a positive integer, got {repeat!r}")
     nthr = runtime.num_threads(threads)
@@ -79,6 +80,9 @@ def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
     def loops(choice):
         return [(f["n"], f["src_str"]) for _, f in plan_of(choice).bound]
 
+    def prefetches(choice):
+        return [f["prefetch"] for _, f in plan_of(choice).bound]
+
     best = wisdom.Choice(tuple(k[0] for k in kinds), int(plan.streams(guess.dst_nbytes, traffic=guess.traffic)))
     for i, options in enumerate(kinds):
         for kind in options[1:]:
@@ -95,10 +99,18 @@ def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
         other = best._replace(order=order)
         if loops(other) != guessed and measure(other) < measure(best):
             best = other
+    # the tiles with the prefetches the guess has not, where machines differ most: quarter-
+    # narrowing tiles, which guess none, took 1.2-1.35x less time with them on Zen5 (rand10 at
+    # 2 threads, rand14 and rand18 at 1 and 2), where Zen4 had them 1.15-1.5x slower
+    guessed = prefetches(best)
+    for mode in wisdom.PREFETCH[1:]:
+        other = best._replace(prefetch=mode)
+        if prefetches(other) != guessed and measure(other) < measure(best):
+            best = other
     chosen = plans[best]
     chosen.jit = jit.Runs(chosen.traffic)  # run again, it is specialised as any plan
     wisdom.record(chosen.key(), best)  # later plans of this problem take it
     primitive._plan = chosen  # its kernel is the primitive's
     return {"kernel": chosen.kernel,
-            "candidates": {f"{plans[c].kernel} stream={c.stream} order={c.order}": round(t * 1e6, 2)
-                           for c, t in timed.items()}}
+            "candidates": {f"{plans[c].kernel} stream={c.stream} order={c.order} "
+                           f"prefetch={c.prefetch}": round(t * 1e6, 2) for c, t in timed.items()}}

@@ -17,11 +17,14 @@ from . import codegen, space
 from .errors import Error, checked
 from .isa import TIERS
 
-# A kernel kind per piece of the problem, whether large stores stream past the cache, and the
+# A kernel kind per piece of the problem, whether large stores stream past the cache, the
 # order of the loops around the kernel: ORDERS[0] the guess per piece (plan.loop_order), [1]
-# the destination's, [2] the source's (smallest source stride innermost).
+# the destination's, [2] the source's (smallest source stride innermost); and whether tiles
+# prefetch their next work item's source rows: PREFETCH[0] the guess (plan._tile_prefetch),
+# [1] none, [2] every tile.
 ORDERS = ("auto", "dst", "src")
-Choice = namedtuple("Choice", "kinds stream order", defaults=(ORDERS[0],))
+PREFETCH = ("auto", "off", "on")
+Choice = namedtuple("Choice", "kinds stream order prefetch", defaults=(ORDERS[0], PREFETCH[0]))
 FORMAT = "gen wisdom 2"
 _known: "dict[str, Choice]" = {}
 
@@ -72,8 +75,8 @@ def save_wisdom(path) -> int:
     path = _file_path(path)
     known = _known.copy()  # one step under the GIL: other threads may tune meanwhile
     data = {"format": FORMAT, "stamp": stamp(),
-            "problems": {k: {"kinds": list(c.kinds), "stream": c.stream, "order": c.order}
-                         for k, c in sorted(known.items())}}
+            "problems": {k: {"kinds": list(c.kinds), "stream": c.stream, "order": c.order,
+                             "prefetch": c.prefetch} for k, c in sorted(known.items())}}
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"  # this thread's own
     try:
         with open(tmp, "w") as f:
@@ -114,12 +117,14 @@ def load_wisdom(path) -> int:
 
 def _choice(entry) -> Choice:
     """A problem's entry of a wisdom file: kinds a list of names (a string would be read as
-    its letters), an order of ORDERS; ValueError else."""
+    its letters), an order of ORDERS, a prefetch of PREFETCH (the guess where a file of an
+    earlier gen has none); ValueError else."""
     kinds, order = entry["kinds"], entry["order"]
+    prefetch = entry.get("prefetch", PREFETCH[0])
     if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds) \
-            or order not in ORDERS:
+            or order not in ORDERS or prefetch not in PREFETCH:
         raise ValueError(entry)
-    return Choice(tuple(kinds), int(entry["stream"]), order)
+    return Choice(tuple(kinds), int(entry["stream"]), order, prefetch)
 
 
 def _plans_changed() -> None:

@@ -29,12 +29,20 @@ def no_wisdom():
 
 
 def _every_choice(problem, convert):
-    """Every (kinds, stream, order) combination of a problem's pieces."""
+    """Every (kinds, stream, order) combination of a problem's pieces, each with one of the
+    tiles' prefetch modes in turn."""
     combos = [()]
     for options in plan.choices(problem, convert):
         combos = [c + (k,) for c in combos for k in options]
-    return [wisdom.Choice(kinds, stream, order) for kinds in combos for stream in (0, 1)
-            for order in wisdom.ORDERS]
+    every = [(kinds, stream, order) for kinds in combos for stream in (0, 1)
+             for order in wisdom.ORDERS]
+    return [wisdom.Choice(*c, wisdom.PREFETCH[i % len(wisdom.PREFETCH)])
+            for i, c in enumerate(every)]
+
+
+def _fields(candidate):
+    """{"stream": ..., "order": ..., "prefetch": ...} of a candidate's name in tune's result."""
+    return dict(part.split("=") for part in candidate.split()[1:])
 
 
 @pytest.mark.parametrize("dims,src,dst", PAIRS)
@@ -88,7 +96,7 @@ def test_tune_keeps_a_measured_choice_and_the_bits():
     assert len(res["candidates"]) >= 3  # tile, interleave, strided (and streaming)
     assert all(t > 0 for t in res["candidates"].values())
     assert any(name.startswith(prim.kernel + " ") for name in res["candidates"])
-    assert any(name.endswith(" order=auto") for name in res["candidates"])
+    assert any(_fields(name)["order"] == "auto" for name in res["candidates"])
     out = prim(s, gen.Memory(dst))
     assert out.data.tobytes() == ref.pack(a, "nChw8c", dst.nbytes).tobytes()
     # wisdom: the functional call and a new primitive of the same problem take the choice
@@ -101,8 +109,33 @@ def test_tune_times_the_other_loop_orders():
     not the guess's: "abcd" -> "cbad" with runs along a guesses the source's order (see
     test_problem.test_loop_order_guess), so the destination's is the other candidate."""
     a, s, dst, prim, res = _tuned((6, 5, 7, 64), "abcd", "cbad", 4, 2)
-    assert {name.rsplit("order=", 1)[1] for name in res["candidates"]} == {"auto", "dst"}
+    assert {_fields(name)["order"] for name in res["candidates"]} == {"auto", "dst"}
     assert np.array_equal(prim(s, gen.Memory(dst)).to_array(), a)
+
+
+def test_tune_times_the_tiles_prefetches(monkeypatch):
+    """tune also times the tiles with the prefetches the guess has not (none or some: see
+    plan._tile_prefetch); the plans of the modes set the tile piece's prefetch field, and
+    give the same bits. The tile is the only kind here, so that it is what tune keeps."""
+    dims = (2, 64, 9, 9)
+    a = np.random.default_rng(5).standard_normal(dims).astype(np.float32)
+    s = gen.Memory.from_array(a, "nchw")
+    dst = gen.MemoryDesc(dims, "f32", "nhwc")
+    monkeypatch.setattr(plan, "choices", lambda *args, **kw: [["tile"]])
+    prim = gen.Reorder(s.desc, dst)
+    [(spec, fields)] = prim._plan.bound
+    assert spec.kind == "tile"
+    other = "off" if fields["prefetch"] else "on"
+    res = gen.tune(prim, threads=1, repeat=2)
+    assert {_fields(name)["prefetch"] for name in res["candidates"]} == {"auto", other}
+    assert np.array_equal(prim(s, gen.Memory(dst)).to_array(), a)
+    for mode, on in (("on", True), ("off", False)):
+        p = plan.Plan(prim._plan.problem, prim._plan.traffic, prim._plan.dst_nbytes, None,
+                      wisdom.Choice(("tile",), 0, "auto", mode))
+        assert [f["prefetch"] > 0 for _, f in p.bound] == [on]
+        out = gen.Memory(dst)
+        p.run(s._addr, out._addr, 2)
+        assert np.array_equal(out.to_array(), a), mode
 
 
 def test_tune_shuffle_and_resample():
@@ -186,13 +219,20 @@ def test_wisdom_file_keeps_the_loop_order(tmp_path):
     src, dst = gen.MemoryDesc((8, 64, 9, 9), "f32", "nchw"), \
         gen.MemoryDesc((8, 64, 9, 9), "f32", "nhwc")
     p = gen.Reorder(src, dst)._plan
-    choice = wisdom.Choice(tuple(plan.choices(p.problem)[0][:1]), 1, "src")
+    choice = wisdom.Choice(tuple(plan.choices(p.problem)[0][:1]), 1, "src", "on")
     wisdom.record(p.key(), choice)
     assert gen.save_wisdom(tmp_path / "w.json") == 1
     gen.forget_wisdom()
     assert wisdom.lookup(p.key()) is None
     assert gen.load_wisdom(tmp_path / "w.json") == 1
     assert wisdom.lookup(p.key()) == choice
+    # a file of a gen that did not choose prefetches: the guess
+    data = json.loads((tmp_path / "w.json").read_text())
+    for entry in data["problems"].values():
+        del entry["prefetch"]
+    (tmp_path / "w.json").write_text(json.dumps(data))
+    assert gen.load_wisdom(tmp_path / "w.json") == 1
+    assert wisdom.lookup(p.key()) == choice._replace(prefetch="auto")
 
 
 def test_wisdom_files_that_are_refused(tmp_path):
@@ -213,7 +253,8 @@ def test_wisdom_files_that_are_refused(tmp_path):
     raises_gen(lambda: gen.load_wisdom(bad), "malformed")
     for entry in ({"kinds": "tile", "stream": 0, "order": "auto"},  # not read as 't', 'i', ...
                   {"kinds": ["tile"], "stream": float("inf"), "order": "auto"},  # int(inf)
-                  {"kinds": [3], "stream": 0, "order": "auto"}):
+                  {"kinds": [3], "stream": 0, "order": "auto"},
+                  {"kinds": ["tile"], "stream": 0, "order": "auto", "prefetch": "sometimes"}):
         bad.write_text(json.dumps({"format": wisdom.FORMAT, "stamp": wisdom.stamp(),
                                    "problems": {"k": entry}}))
         raises_gen(lambda: gen.load_wisdom(bad), "malformed")
