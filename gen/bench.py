@@ -119,6 +119,9 @@ def add_arguments(parser):
     parser.add_argument("--peers", action="store_true",
                         help="also time oneDNN, PyTorch and OpenVINO where this interpreter "
                              "has them, and oneDNN v3.13 from ../shared/peers")
+    parser.add_argument("--tune", action="store_true",
+                        help="time gen's primitives after gen.tune at each thread count "
+                             "(measured dispatch; the wisdom stays in this process)")
 
 
 def machine():
@@ -260,6 +263,11 @@ def time_cases(cases, threads, args, in_process, v313):
             sides = []
             if job:
                 gen.set_num_threads(n)
+                if args.tune:  # the measured choice, specialised as the guess was above
+                    gen.tune(job.prim, threads=n)
+                    job.run(), job.run()
+                    gen.jit_wait()
+                    row["tuned"] = True
                 sides += [("gen", local_round(job.run), None), ("copy", local_round(copy), None)]
                 sides += [(name, local_round(p.run), p.impl)
                           for name, p in ready_peers(in_process, job, case.name, n).items()]
@@ -317,7 +325,7 @@ def run(args):
 
     columns = [p for p in labels if any(p + "_us" in r for r in rows)]
     lines = summary(rows, threads, columns)
-    print("# gen bench: isa %s, %s" % (gen.isa(), machine()))
+    print("# gen bench: isa %s, %s%s" % (gen.isa(), machine(), ", tuned" if args.tune else ""))
     for name in columns:
         print("# %s: %s" % (name, labels[name]))
     print_table(rows, columns)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gen
-from gen import bench, bench_cases, bench_plot, peers
+from gen import bench, bench_cases, bench_plot, peers, wisdom
 from gen.cli import main
 from gen.peers import onednn, sycl
 
@@ -107,6 +107,20 @@ def test_short_run_writes_json_and_summary(capsys, tmp_path):
     (s,) = doc["summary"]
     assert s["min_ratio"] == row["ratio"] and s["dram_cases"] == 0  # 1.2 MB moved
     assert out.splitlines()[-1].startswith("# summary, 1 thread: ratio to copy min ")
+
+
+def test_tuned_run_times_the_measured_choice(capsys, tmp_path):
+    """--tune: each row's primitive is tuned at its thread count first (its wisdom recorded
+    in this process), and the rows and the header say so."""
+    gen.forget_wisdom()
+    path = tmp_path / "b.json"
+    status, out, err = run_bench(capsys, "--tune", "--threads", "1,2", "--json", str(path), TINY)
+    assert status == 0
+    assert [(r["threads"], r.get("tuned")) for r in json.loads(path.read_text())["rows"]] \
+        == [(1, True), (2, True)]
+    assert out.startswith("# gen bench: isa ") and out.splitlines()[0].endswith(", tuned")
+    assert len(wisdom._known) == 1
+    gen.forget_wisdom()
 
 
 def row(case, threads, ratio, mib, **vs):
