@@ -129,5 +129,7 @@ def _choice(entry) -> Choice:
 
 def _plans_changed() -> None:
     """Cached plans were made with the old wisdom."""
-    from . import plan  # plan imports this module
+    from . import plan  # plan and resample import this module
+    from .ops import resample
     plan.cached.cache_clear()
+    resample._plan_of.cache_clear()

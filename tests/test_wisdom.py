@@ -9,6 +9,7 @@ import pytest
 
 import gen
 from gen import plan, wisdom
+from gen.ops import resample as resample_op
 
 import reference as ref
 from checks import raises_gen, run_py, src_memory
@@ -147,10 +148,50 @@ def test_tune_shuffle_and_resample():
     out = sh(gen.Memory.from_array(a, "nhwc"), gen.Memory(desc)).to_array()
     want = a.reshape(2, 3, 4, 5, 6).transpose(0, 2, 1, 3, 4).reshape(desc.dims)
     assert np.array_equal(out, want)
-    r = gen.Resample(gen.MemoryDesc((1, 4, 6, 6), "f32", "nchw"),
-                     gen.MemoryDesc((1, 4, 12, 12), "f32", "nchw"), alg="nearest")
+
+
+@pytest.mark.parametrize("alg", ["nearest", "linear"])
+def test_tune_resampling(alg, tmp_path):
+    """A resampling's choices are its streaming stores, on and off, and (linear) its source
+    lines' prefetches the guess has not; each gives the same bits, the kept one is the
+    primitive's, a new primitive's (wisdom) and another process's through a file."""
+    src, dst = gen.MemoryDesc((1, 4, 16, 16), "f32", "nchw"), \
+        gen.MemoryDesc((1, 4, 32, 32), "f32", "nchw")
+    a = np.random.default_rng(6).standard_normal(src.dims).astype(np.float32)
+    s = gen.Memory.from_array(a, "nchw")
+    r = gen.Resample(src, dst, alg=alg)
+    want = r(s, gen.Memory(dst)).data.tobytes()
+    guess = r._plan
     res = gen.tune(r, repeat=2)
-    assert list(res["candidates"]) == [r.kernel] and res["kernel"] == r.kernel
+    fields = [_fields(name) for name in res["candidates"]]
+    assert {f["stream"] for f in fields} == {"0", "1"}
+    other = "off" if guess.tables.fields["prefetch"] else "on"
+    assert {f["prefetch"] for f in fields} == ({"auto", other} if alg == "linear" else {"auto"})
+    assert res["kernel"] == r.kernel and r._plan.choice is not None
+    assert r(s, gen.Memory(dst)).data.tobytes() == want
+    assert gen.Resample(src, dst, alg=alg)._plan.choice == r._plan.choice
+    for stream in (0, 1):
+        for mode in wisdom.PREFETCH:
+            p = resample_op.planned(guess.problem, guess.dst_nbytes,
+                                    choice=wisdom.Choice((), stream, "auto", mode))
+            assert p.tables.fields["stream"] == (plan.ANY_THREADS if stream else 0)
+            if alg == "linear":
+                assert p.tables.fields["prefetch"] == {"auto": guess.tables.fields["prefetch"],
+                                                       "on": 1, "off": 0}[mode]
+            for threads in (1, 2):
+                out = gen.Memory(dst)
+                p.run(s._addr, out._addr, threads)
+                assert out.data.tobytes() == want, (stream, mode, threads)
+    path = tmp_path / "w.json"
+    assert gen.save_wisdom(path) == 1
+    code = f"""
+        import gen
+        src, dst = gen.MemoryDesc((1, 4, 16, 16), "f32", "nchw"), gen.MemoryDesc((1, 4, 32, 32), "f32", "nchw")
+        assert gen.Resample(src, dst, alg={alg!r})._plan.choice is None
+        assert gen.load_wisdom({str(path)!r}) == 1
+        print(tuple(gen.Resample(src, dst, alg={alg!r})._plan.choice))
+    """
+    assert run_py(code, tmp_path).stdout.strip() == str(tuple(r._plan.choice))
 
 
 def test_tune_bad_input():

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import codegen, dtypes, jit, plan, registry, runtime, space
+from .. import codegen, dtypes, jit, plan, registry, runtime, space, wisdom
 from ..errors import Error, SetOnce, checked
 from ..layout import LETTERS, MemoryDesc
 from ..memory import Memory, Operand, check_call, new_array, rank_of
@@ -148,9 +148,13 @@ class Tables:
 
 
 class _Plan:
-    """One resampling problem bound to its kernel: the C tables and the dst padding."""
+    """One resampling problem bound to its kernel: the C tables and the dst padding.
+    `choice`: measured wisdom.Choice (streaming stores or not, the source lines' prefetches:
+    gen.tune) instead of the guess."""
 
-    def __init__(self, key: _Key, dst_nbytes: int, tier=None):
+    def __init__(self, key: _Key, dst_nbytes: int, tier=None, choice=None):
+        self.problem, self.dst_nbytes, self.choice = key, dst_nbytes, choice
+        self.tier = tier or registry.isa()
         esize = dtypes.itemsize(key.dtype)
         nsp = len(key.dims_in) - 2
         fwd_in, fwd_out = (key.dims_out, key.dims_in) if key.backward else \
@@ -207,6 +211,8 @@ class _Plan:
                       or int(plan.streams(dst_nbytes)))
             if not stream and key.backward:
                 stream = plan.stream_threads(dst_nbytes, traffic=2 * src_nbytes)
+        if choice is not None:  # measured at one thread count, applied at all
+            stream = plan.ANY_THREADS if choice.stream else 0
         tb.scalar("stream", stream)
         if nearest and rows:
             tb.array("row_off", "int32_t", _pad8(src_off))
@@ -264,10 +270,13 @@ class _Plan:
         # process each way: nChw16c 2x up backward 1.33x, NCDHW 2x up 1.15-1.25x, its backward
         # 1.07-1.1x, NCHW 2x up 1.03-1.06x; NHWC and NDHWC 2x up backward the same)
         run = int(runs.max())
-        tb.scalar("prefetch", not nearest and tb.fields["flat"] == run and tb.fields["nseg"] == 1
-                  and tb.fields["cw"] >= run
-                  and tb.fields["kmax"] * key.dims_in[-1] * run * esize <= PREFETCH_BYTES
-                  and 0 < plan.llc_bytes() <= 2 * math.prod(key.dims_in) * esize)
+        lines = (not nearest and tb.fields["flat"] == run and tb.fields["nseg"] == 1
+                 and tb.fields["cw"] >= run
+                 and tb.fields["kmax"] * key.dims_in[-1] * run * esize <= PREFETCH_BYTES)
+        far = 0 < plan.llc_bytes() <= 2 * math.prod(key.dims_in) * esize
+        if choice is not None and choice.prefetch != "auto":
+            far = choice.prefetch == "on"
+        tb.scalar("prefetch", lines and far)
         # two outputs of axis 1 per item on the buffer path, whose sources overlap (2x up
         # backward: 4 taps, 2 shared), with SPAN_TAPS taps at most of source lines of
         # SPAN_LINE_BYTES (backward: _BACKWARD) or more: combined together (_combine2), each
@@ -344,6 +353,10 @@ class _Plan:
                   and win16.size > 0 and bool(np.all(win16 > 0)))
         tb.array("fresh16", "int32_t", _fresh16(win16, perm16, _pad8(weight)))
         tb.scalar("kmax", np.diff(axes01[0]).max() * np.diff(axes01[1]).max())
+
+    def key(self) -> str:
+        """The problem as wisdom knows it: tier, problem, destination size."""
+        return wisdom.key(self.tier, self.problem, None, self.dst_nbytes)
 
     def run(self, src_addr, dst_addr, threads) -> str:
         """Returns the kernel name of this call."""
@@ -496,11 +509,12 @@ TABLE_BYTES_PER_COORDINATE = 512
 TABLE_BYTES_PER_OUTER = 64
 
 
-def planned(key: _Key, dst_nbytes, tier=None) -> _Plan:
-    """The plan of a problem, or gen.Error when its tables cannot be held in memory: refused
-    before they are built where they would need more than the memory available (the pages of
-    a large allocation are only found missing when touched, and the kernel's out-of-memory
-    killer then ends the process), else where building them fails."""
+def planned(key: _Key, dst_nbytes, tier=None, choice=None) -> _Plan:
+    """The plan of a problem (`choice`, else the wisdom gen.tune measured for it on this tier,
+    else the guess), or gen.Error when its tables cannot be held in memory: refused before
+    they are built where they would need more than the memory available (the pages of a large
+    allocation are only found missing when touched, and the kernel's out-of-memory killer
+    then ends the process), else where building them fails."""
     coordinates = sum(key.dims_in[2:]) + sum(key.dims_out[2:])
     need = (coordinates * TABLE_BYTES_PER_COORDINATE
             + key.dims_out[0] * key.dims_out[1] * TABLE_BYTES_PER_OUTER)
@@ -509,8 +523,10 @@ def planned(key: _Key, dst_nbytes, tier=None) -> _Plan:
     if have is not None and need > have:
         raise Error(f"{too_large}: its tables need about {need} bytes, more than the {have} "
                     f"available")
+    if choice is None:
+        choice = wisdom.lookup(wisdom.key(tier or registry.isa(), key, None, dst_nbytes))
     try:
-        return _Plan(key, dst_nbytes, tier=tier)
+        return _Plan(key, dst_nbytes, tier=tier, choice=choice)
     except Error:  # a bad setting (GEN_LLC_BYTES), already named
         raise
     except (MemoryError, ValueError) as e:
