@@ -17,8 +17,8 @@ import time
 from . import jit, plan, runtime, wisdom
 from .errors import Error, checked
 from .memory import Memory
-from .ops.reorder import Reorder
 from .ops import resample
+from .ops.reorder import Reorder
 from .ops.resample import _Primitive as ResamplePrimitive
 from .ops.shuffle import ShuffleChannels
 
