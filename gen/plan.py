@@ -127,17 +127,18 @@ def _choose_args(piece, esize, convert):
 
 def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic=None):
     """Per piece: (kernel spec on `tier`, the gen_piece fields as a dict). `choice`: measured
-    wisdom.Choice (a kernel kind per piece, streaming stores or not, the loops' order, the
-    tiles' prefetches) instead of the guess.
+    wisdom.Choice (a kernel kind per piece, streaming stores or not (None: as guessed), the
+    loops' order, the tiles' prefetches) instead of the guess.
     `traffic`: the bytes a call reads and writes (see streams)."""
     esize = problem.esize  # dst's element size
     src_esize = TABLE[convert.src].size if convert else esize
     moved = _moved(dst_nbytes, traffic)
     big = large(dst_nbytes, traffic)
-    if choice is None:
-        stream = stream_threads(dst_nbytes, traffic=traffic)
-    else:  # measured at one thread count, applied at all
+    measured = choice is not None and choice.stream is not None  # else the guess's stores
+    if measured:  # at one thread count, applied at all
         stream = ANY_THREADS if choice.stream else 0
+    else:
+        stream = stream_threads(dst_nbytes, traffic=traffic)
     out = []
     for i, piece in enumerate(problem.pieces):
         spec, a, b, outer = registry.choose(*_choose_args(piece, esize, convert), tier=tier,
@@ -177,11 +178,11 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
             if choice is not None and choice.prefetch != "auto":
                 prefetch = _tile_prefetch_how(spec, lines, a.n + piece.pad, b.n, convert) \
                     if choice.prefetch == "on" else 0
-            tiled = stream if choice is not None else _tile_stream_threads(dst_nbytes, moved)
+            tiled = stream if measured else _tile_stream_threads(dst_nbytes, moved)
             piece_stream = tiled if (whole or staged) and (
-                choice is not None or convert is not None
+                measured or convert is not None
                 or _tile_streams(spec, tables["b_tab"], a.n + piece.pad, lines, dst_nbytes)) else 0
-        elif spec.kind == "interleave" and choice is None:
+        elif spec.kind == "interleave" and not measured:
             piece_stream = stream_threads(dst_nbytes, INTERLEAVE_STREAM_BYTES, traffic)
             lines = prefetch = even = staged = buffer = 0
         else:

@@ -23,14 +23,25 @@ from .ops.resample import _Primitive as ResamplePrimitive
 from .ops.shuffle import ShuffleChannels
 
 
-def _median_s(call, repeat: int) -> float:
-    call()  # warm: pages, caches
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - t0)
-    return sorted(times)[len(times) // 2]
+# Turns of each candidate's calls in a comparison (see _medians_s)
+ROUNDS = 3
+
+
+def _medians_s(calls, repeat: int) -> list:
+    """Median seconds of each call over ROUNDS turns of it: one call to warm (pages, caches:
+    what the call before left), then `repeat` timed; the turns alternate between the calls,
+    so that the machine's drift hits all alike. A turn of calls, not single calls in turns:
+    a call after another one's streaming stores would find none of its destination in the
+    cache, where the same call repeated, as in use, finds it there."""
+    times = [[] for _ in calls]
+    for _ in range(ROUNDS):
+        for call, t in zip(calls, times):
+            call()
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                call()
+                t.append(time.perf_counter() - t0)
+    return [sorted(t)[len(t) // 2] for t in times]
 
 
 def _scratch(desc) -> Memory:
@@ -43,9 +54,11 @@ def _scratch(desc) -> Memory:
 
 
 class _Candidates:
-    """The plans of one problem by wisdom.Choice, each timed once on scratch buffers. They run
-    the generic kernels (no build for each); the plan kept is made again, to be specialised as
-    any plan."""
+    """The plans of one problem by wisdom.Choice, timed in pairs on scratch buffers, each
+    specialised first as a plan run again is (README "Run-time specialisation"; not where that
+    is off or the problem too small): the code that runs after tune is the code it timed. The
+    generic kernels had other winners: linear NCHW 2x up at 2 threads 1.13x faster with
+    streaming stores, specialised 1.26x slower (Zen5, alternating A/B)."""
 
     def __init__(self, make, call, repeat):
         self.make, self.call, self.repeat = make, call, repeat
@@ -53,28 +66,35 @@ class _Candidates:
 
     def plan(self, choice):
         if choice not in self.plans:
-            p = self.make(choice)
-            p.jit = jit.Runs(0)
-            self.plans[choice] = p
+            self.plans[choice] = self.make(choice)
         return self.plans[choice]
 
+    def _specialised(self, choice):
+        p = self.plan(choice)
+        if p.jit.count is not None and p.jit.special is None:  # count None: never
+            for _ in range(jit.SECOND_RUN):
+                self.call(p)
+            jit.jit_wait()
+        return p
+
     def faster(self, best, other):
-        """`other` where it took less time than `best`, else `best`."""
-        for c in (best, other):
-            if c not in self.timed:
-                p = self.plan(c)
-                self.timed[c] = _median_s(lambda: self.call(p), self.repeat)
+        """`other` where it took less time than `best`, timed in turns with it, else
+        `best`."""
+        a, b = self._specialised(best), self._specialised(other)
+        self.timed[best], self.timed[other] = _medians_s(
+            [lambda: self.call(a), lambda: self.call(b)], self.repeat)
         return other if self.timed[other] < self.timed[best] else best
 
     def keep(self, primitive, best) -> dict:
         """Records `best` as wisdom, gives the primitive its plan; tune's result."""
-        chosen = self.make(best)
+        chosen = self.plan(best)
         wisdom.record(chosen.key(), best)  # later plans of this problem take it
         primitive._plan = chosen  # its kernel is the primitive's
         return {"kernel": chosen.kernel,
-                "candidates": {f"{self.plans[c].kernel} stream={c.stream} order={c.order} "
-                               f"prefetch={c.prefetch}": round(t * 1e6, 2)
-                               for c, t in self.timed.items()}}
+                "candidates": {
+                    f"{self.plans[c].kernel} stream={'auto' if c.stream is None else c.stream} "
+                    f"order={c.order} prefetch={c.prefetch}": round(t * 1e6, 2)
+                    for c, t in self.timed.items()}}
 
 
 @checked
@@ -105,13 +125,17 @@ def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
         """The fields of the choice's plan, per piece."""
         return [[f[x] for x in fields] for _, f in search.plan(choice).bound]
 
-    best = wisdom.Choice(tuple(k[0] for k in kinds),
-                         int(plan.streams(guess.dst_nbytes, traffic=guess.traffic)))
+    best = wisdom.Choice(tuple(k[0] for k in kinds), None)  # the guess
     for i, options in enumerate(kinds):
         for kind in options[1:]:
             best = search.faster(best, best._replace(
                 kinds=best.kinds[:i] + (kind,) + best.kinds[i + 1:]))
-    best = search.faster(best, best._replace(stream=1 - best.stream))
+    # streaming stores on and off at every thread count, where the guess's differ
+    guessed = bound(best, "stream")
+    for stream in (0, 1):
+        other = best._replace(stream=stream)
+        if bound(other, "stream") != guessed:
+            best = search.faster(best, other)
     # the loops around the kernels in the destination's or the source's order for every piece,
     # where that is not the guess's
     guessed = bound(best, "n", "src_str")
@@ -131,17 +155,17 @@ def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
 
 
 def _tune_resampling(primitive, nthr, repeat) -> dict:
-    """tune of a resampling: streaming stores on and off (the guess's at nthr threads first),
-    then its prefetches where the guess's differ."""
+    """tune of a resampling: from the guess, streaming stores on and off at every thread
+    count, then its prefetches, where the guess's differ."""
     src, dst = _scratch(primitive.src_desc), Memory(primitive.dst_desc)
     guess = primitive._plan
     search = _Candidates(lambda c: resample.planned(guess.problem, guess.dst_nbytes, choice=c),
                          lambda p: p.run(src._addr, dst._addr, nthr), repeat)
-    best = wisdom.Choice((), int(nthr <= guess.tables.fields["stream"]))
-    best = search.faster(best, best._replace(stream=1 - best.stream))
-    guessed = search.plan(best).tables.fields["prefetch"]
-    for mode in wisdom.PREFETCH[1:]:
-        other = best._replace(prefetch=mode)
-        if search.plan(other).tables.fields["prefetch"] != guessed:
-            best = search.faster(best, other)
+    best = wisdom.Choice((), None)
+    for field, options in (("stream", (0, 1)), ("prefetch", wisdom.PREFETCH[1:])):
+        guessed = search.plan(best).tables.fields[field]
+        for value in options:
+            other = best._replace(**{field: value})
+            if search.plan(other).tables.fields[field] != guessed:
+                best = search.faster(best, other)
     return search.keep(primitive, best)

@@ -17,8 +17,8 @@ from . import codegen, space
 from .errors import Error, checked
 from .isa import TIERS
 
-# A kernel kind per piece of the problem, whether large stores stream past the cache, the
-# order of the loops around the kernel: ORDERS[0] the guess per piece (plan.loop_order), [1]
+# A kernel kind per piece of the problem, whether large stores stream past the cache (None:
+# as the plan guesses, per piece and thread count), the order of the loops around the kernel: ORDERS[0] the guess per piece (plan.loop_order), [1]
 # the destination's, [2] the source's (smallest source stride innermost); and whether tiles
 # prefetch their next work item's source rows: PREFETCH[0] the guess (plan._tile_prefetch),
 # [1] none, [2] every tile.
@@ -117,14 +117,14 @@ def load_wisdom(path) -> int:
 
 def _choice(entry) -> Choice:
     """A problem's entry of a wisdom file: kinds a list of names (a string would be read as
-    its letters), an order of ORDERS, a prefetch of PREFETCH (the guess where a file of an
-    earlier gen has none); ValueError else."""
+    its letters), stream 0, 1 or null (the guess), an order of ORDERS, a prefetch of PREFETCH
+    (the guess where a file of an earlier gen has none); ValueError else."""
     kinds, order = entry["kinds"], entry["order"]
-    prefetch = entry.get("prefetch", PREFETCH[0])
+    prefetch, stream = entry.get("prefetch", PREFETCH[0]), entry["stream"]
     if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds) \
             or order not in ORDERS or prefetch not in PREFETCH:
         raise ValueError(entry)
-    return Choice(tuple(kinds), int(entry["stream"]), order, prefetch)
+    return Choice(tuple(kinds), None if stream is None else int(stream), order, prefetch)
 
 
 def _plans_changed() -> None:

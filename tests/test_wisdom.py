@@ -30,12 +30,12 @@ def no_wisdom():
 
 
 def _every_choice(problem, convert):
-    """Every (kinds, stream, order) combination of a problem's pieces, each with one of the
-    tiles' prefetch modes in turn."""
+    """Every (kinds, stream, order) combination of a problem's pieces (stream None: as
+    guessed), each with one of the tiles' prefetch modes in turn."""
     combos = [()]
     for options in plan.choices(problem, convert):
         combos = [c + (k,) for c in combos for k in options]
-    every = [(kinds, stream, order) for kinds in combos for stream in (0, 1)
+    every = [(kinds, stream, order) for kinds in combos for stream in (None, 0, 1)
              for order in wisdom.ORDERS]
     return [wisdom.Choice(*c, wisdom.PREFETCH[i % len(wisdom.PREFETCH)])
             for i, c in enumerate(every)]
@@ -97,7 +97,9 @@ def test_tune_keeps_a_measured_choice_and_the_bits():
     assert len(res["candidates"]) >= 3  # tile, interleave, strided (and streaming)
     assert all(t > 0 for t in res["candidates"].values())
     assert any(name.startswith(prim.kernel + " ") for name in res["candidates"])
-    assert any(_fields(name)["order"] == "auto" for name in res["candidates"])
+    # the first candidate is the guess itself: streaming stores, loops and prefetches as guessed
+    assert _fields(next(iter(res["candidates"]))) == {"stream": "auto", "order": "auto",
+                                                      "prefetch": "auto"}
     out = prim(s, gen.Memory(dst))
     assert out.data.tobytes() == ref.pack(a, "nChw8c", dst.nbytes).tobytes()
     # wisdom: the functional call and a new primitive of the same problem take the choice
@@ -164,17 +166,18 @@ def test_tune_resampling(alg, tmp_path):
     guess = r._plan
     res = gen.tune(r, repeat=2)
     fields = [_fields(name) for name in res["candidates"]]
-    assert {f["stream"] for f in fields} == {"0", "1"}
+    assert guess.tables.fields["stream"] == 0  # 16 KB: plain stores, so the other is tried
+    assert {f["stream"] for f in fields} == {"auto", "1"}
     other = "off" if guess.tables.fields["prefetch"] else "on"
     assert {f["prefetch"] for f in fields} == ({"auto", other} if alg == "linear" else {"auto"})
     assert res["kernel"] == r.kernel and r._plan.choice is not None
     assert r(s, gen.Memory(dst)).data.tobytes() == want
     assert gen.Resample(src, dst, alg=alg)._plan.choice == r._plan.choice
-    for stream in (0, 1):
+    for stream in (None, 0, 1):
         for mode in wisdom.PREFETCH:
             p = resample_op.planned(guess.problem, guess.dst_nbytes,
                                     choice=wisdom.Choice((), stream, "auto", mode))
-            assert p.tables.fields["stream"] == (plan.ANY_THREADS if stream else 0)
+            assert p.tables.fields["stream"] == {None: 0, 0: 0, 1: plan.ANY_THREADS}[stream]
             if alg == "linear":
                 assert p.tables.fields["prefetch"] == {"auto": guess.tables.fields["prefetch"],
                                                        "on": 1, "off": 0}[mode]
@@ -260,7 +263,7 @@ def test_wisdom_file_keeps_the_loop_order(tmp_path):
     src, dst = gen.MemoryDesc((8, 64, 9, 9), "f32", "nchw"), \
         gen.MemoryDesc((8, 64, 9, 9), "f32", "nhwc")
     p = gen.Reorder(src, dst)._plan
-    choice = wisdom.Choice(tuple(plan.choices(p.problem)[0][:1]), 1, "src", "on")
+    choice = wisdom.Choice(tuple(plan.choices(p.problem)[0][:1]), None, "src", "on")
     wisdom.record(p.key(), choice)
     assert gen.save_wisdom(tmp_path / "w.json") == 1
     gen.forget_wisdom()
@@ -295,7 +298,8 @@ def test_wisdom_files_that_are_refused(tmp_path):
     for entry in ({"kinds": "tile", "stream": 0, "order": "auto"},  # not read as 't', 'i', ...
                   {"kinds": ["tile"], "stream": float("inf"), "order": "auto"},  # int(inf)
                   {"kinds": [3], "stream": 0, "order": "auto"},
-                  {"kinds": ["tile"], "stream": 0, "order": "auto", "prefetch": "sometimes"}):
+                  {"kinds": ["tile"], "stream": 0, "order": "auto", "prefetch": "sometimes"},
+                  {"kinds": ["tile"], "stream": "on", "order": "auto"}):
         bad.write_text(json.dumps({"format": wisdom.FORMAT, "stamp": wisdom.stamp(),
                                    "problems": {"k": entry}}))
         raises_gen(lambda: gen.load_wisdom(bad), "malformed")

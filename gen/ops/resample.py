@@ -211,7 +211,7 @@ class _Plan:
                       or int(plan.streams(dst_nbytes)))
             if not stream and key.backward:
                 stream = plan.stream_threads(dst_nbytes, traffic=2 * src_nbytes)
-        if choice is not None:  # measured at one thread count, applied at all
+        if choice is not None and choice.stream is not None:  # at one thread count, for all
             stream = plan.ANY_THREADS if choice.stream else 0
         tb.scalar("stream", stream)
         if nearest and rows:
