@@ -36,6 +36,7 @@ from .peers import sycl
 WARM_S = 0.03         # untimed calls at the start of each round
 ROUND_S = 0.05        # timed calls per round before switching to the next function
 DRAM_MIB = 16         # bytes moved from which a case counts as DRAM-sized: past the L2s
+MAX_RANDOM, MAX_MIN_TIME, MAX_REPEAT = 10000, 3600, 10 ** 6  # the options' bounds
 
 
 def note(text):
@@ -211,13 +212,15 @@ def options(args):
     except ValueError:
         raise ValueError("bad --threads %r (want distinct counts in 1..%d, e.g. 1,2)"
                          % (args.threads, runtime.MAX_THREADS)) from None
-    if args.random < 0:
-        raise ValueError("bad --random %d (want a count >= 0)" % args.random)
+    # bounds a run could meet: larger ones are typing errors, not runs of days (or, listing
+    # --random cases, of all the memory)
+    if not 0 <= args.random <= MAX_RANDOM:
+        raise ValueError("bad --random %d (want a count in 0..%d)" % (args.random, MAX_RANDOM))
     if args.seed < 0:  # NumPy's message named neither
         raise ValueError("bad --seed %d (want an integer >= 0)" % args.seed)
-    if not 0 <= args.min_time < math.inf or args.repeat < 1:  # NaN and inf too
-        raise ValueError("bad --min-time %g / --repeat %d (want >= 0 / >= 1)"
-                         % (args.min_time, args.repeat))
+    if not 0 <= args.min_time <= MAX_MIN_TIME or not 1 <= args.repeat <= MAX_REPEAT:
+        raise ValueError("bad --min-time %g / --repeat %d (want 0..%d / 1..%d)"  # NaN too
+                         % (args.min_time, args.repeat, MAX_MIN_TIME, MAX_REPEAT))
     if args.plot:
         from . import bench_plot
         bench_plot.check()

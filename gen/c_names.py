@@ -62,9 +62,10 @@ LIBRARY = frozenset((
     "posix_memalign strtok_r rand_r"
 ).split()) | {f + s for f in _MATH for s in ("", "f", "l")}
 
-# leading underscore (C99 7.1.3), gen's prefix and kernel names (with their parts: a name's
-# NAME_taps could meet a kernel's), OpenMP's prefix, the headers' types and macros
-RESERVED = re.compile(r"_.*|(?i:gen_).*|(reorder|resample)_.*_(scalar|avx2|avx512)(_.*)?"
+# leading underscore (C99 7.1.3), gen's prefix and gen itself (NAME_share would be gen_share),
+# kernel names (with their parts: a name's NAME_taps could meet a kernel's), OpenMP's prefix,
+# the headers' types and macros
+RESERVED = re.compile(r"_.*|(?i:gen)(_.*)?|(reorder|resample)_.*_(scalar|avx2|avx512)(_.*)?"
                       r"|omp_.*|.*_t|FP_.*|U?INT.*_(MAX|MIN|C)")
 
 

@@ -33,11 +33,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _sizes(text: str):
-    try:
-        sizes = tuple(int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not sizes like 2x3x4") from None
-    return sizes
+    words = text.lower().split("x")
+    # ASCII digits only: int() would also take "2_0", " 2" and other scripts' digits
+    if not all(w.isascii() and w.isdigit() for w in words):
+        raise argparse.ArgumentTypeError(f"{text!r} is not sizes like 2x3x4")
+    return tuple(int(w) for w in words)
 
 
 def _typed_tag(text: str):
@@ -132,8 +132,8 @@ def _export(args) -> int:
     return 0
 
 
-# A word that starts with "-" then a digit or ".": a negative number
-_NEGATIVE = re.compile(r"-\.?\d")
+# A word that starts with "-" then a digit or ".", or "inf" or "nan": a negative number
+_NEGATIVE = re.compile(r"-(\.?\d|inf|nan)", re.IGNORECASE)
 
 
 def _value_options(p) -> set:

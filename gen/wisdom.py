@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import threading
 from collections import namedtuple
 
@@ -79,6 +80,10 @@ def save_wisdom(path) -> int:
                              "prefetch": c.prefetch} for k, c in sorted(known.items())}}
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"  # this thread's own
     try:
+        if _special(path):  # a device or pipe (/dev/stdout): a rename would replace it
+            with open(path, "w") as f:
+                json.dump(data, f, indent=1)
+            return len(known)
         with open(tmp, "w") as f:
             json.dump(data, f, indent=1)
         os.replace(tmp, path)
@@ -87,6 +92,14 @@ def save_wisdom(path) -> int:
             os.remove(tmp)
         raise Error(f"cannot write wisdom to {str(path)!r}: {e.strerror}") from None
     return len(known)
+
+
+def _special(path) -> bool:
+    """Whether `path` is there and neither a regular file nor a directory."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode) and not os.path.isdir(path)
+    except OSError:  # not there (or not reachable: the write will say why)
+        return False
 
 
 @checked
@@ -99,7 +112,7 @@ def load_wisdom(path) -> int:
             data = json.load(f)
     except OSError as e:
         raise Error(f"cannot read wisdom from {str(path)!r}: {e.strerror}") from None
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python goes
         raise Error(f"wisdom file {str(path)!r} is not JSON") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise Error(f"wisdom file {str(path)!r} is not gen wisdom ({FORMAT!r})")

@@ -32,6 +32,9 @@ def run_bench(capsys, *argv):
     (["--min-time", "inf"], "bad --min-time inf"),  # never ended
     (["--min-time", "nan"], "bad --min-time nan"),
     (["--repeat", "0"], "--repeat 0"),
+    (["--min-time", "1e308"], "bad --min-time 1e+308"),  # bounds: runs of days otherwise
+    (["--repeat", "10000000000000000000000"], "--repeat 10000000000000000000000"),
+    (["--random", "100000000000", "--list"], "bad --random 100000000000"),  # all the memory
     (["no such case"], "no case matches no such case"),
     (["--", "-1x"], "no case matches -1x"),  # a case after "--" (not joined to an option)
 ])

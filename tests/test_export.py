@@ -422,6 +422,12 @@ def test_export_help(tmp_path):
 BAD = [
     ("unknown_op", ["export", "transpose", "--dims", "2x3", "--src", "f32:nc"]),
     ("bad_dims", ["export", "reorder", "--dims", "2xa", "--src", "f32:nc"]),
+    # int() takes these, as 20x3 and 2x3: not sizes written as such
+    ("dims_underscore", ["export", "reorder", "--dims", "2_0x3", "--src", "f32:nc"]),
+    ("dims_other_digits", ["export", "reorder", "--dims", "\uff12x3", "--src", "f32:nc"]),
+    ("dims_space", ["export", "reorder", "--dims", " 2x3", "--src", "f32:nc"]),
+    ("sum_scale_minus_inf", ["export", "reorder", "--dims", "2x3", "--src", "f32:nc",
+                             "--dst", "s8:nc", "--sum-scale", "-inf"]),
     ("zero_dim", ["export", "reorder", "--dims", "2x0", "--src", "f32:nc"]),
     ("unknown_dtype", ["export", "reorder", "--dims", "2x3", "--src", "f31:nc"]),
     ("unknown_tag", ["export", "reorder", "--dims", "2x3x4x5", "--src", "f32:nchx"]),
@@ -447,7 +453,7 @@ BAD = [
 ]
 # not identifiers, or names the exported C already uses: the library's, reserved ones, gen's
 BAD_NAMES = ["1abc", "a-b", "int", "", "memcpy", "sqrtf", "size_t", "main", "_k", "NAN",
-             "gen_piece", "GEN_MOVES", "resample_linear_f32_avx2", "omp_get_num_threads",
+             "gen", "gen_piece", "GEN_MOVES", "resample_linear_f32_avx2", "omp_get_num_threads",
              "printf", "isdigit", "cabsf", "towlower", "strtok_r", "complex"]
 
 

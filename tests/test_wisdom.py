@@ -2,7 +2,10 @@
 the fastest in the primitive and in the process's wisdom, and wisdom files round-trip (and are
 refused when they come from another build or are not wisdom)."""
 import json
+import os
+import stat
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -279,11 +282,27 @@ def test_wisdom_file_keeps_the_loop_order(tmp_path):
     assert wisdom.lookup(p.key()) == choice._replace(prefetch="auto")
 
 
+def test_wisdom_written_into_a_pipe(tmp_path):
+    """A path that is a device or a pipe (/dev/stdout, /dev/null) is written into, not
+    replaced by a file, as the rename of a temporary file would."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    assert gen.save_wisdom(fifo) == 0
+    reader.join(60)
+    assert json.loads(got[0])["format"] == wisdom.FORMAT
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
 def test_wisdom_files_that_are_refused(tmp_path):
     raises_gen(lambda: gen.load_wisdom(tmp_path / "missing.json"), "missing.json")
     bad = tmp_path / "bad.json"
-    bad.write_text("not json")
-    raises_gen(lambda: gen.load_wisdom(bad), "JSON")
+    for text in ("not json", "[" * 100000 + "]" * 100000):  # deeper than Python recurses
+        bad.write_text(text)
+        raises_gen(lambda: gen.load_wisdom(bad), "JSON")
     bad.write_text(json.dumps({"format": "fftw"}))
     raises_gen(lambda: gen.load_wisdom(bad), "not gen wisdom")
     bad.write_text(json.dumps({"format": wisdom.FORMAT, "stamp": "0" * 32, "problems": {}}))
