@@ -59,10 +59,12 @@ def render(src: Source) -> "tuple[str, str]":
     if src.resample is not None:
         key, dst_nbytes = src.resample
         for tier, _ in TIERS:
-            rp = resample_op.planned(key, dst_nbytes, tier=tier)
-            specs[tier].append(rp.spec)
-            calls[tier].append(f"failed |= {rp.spec.name}(src, dst, &{name}_resample, ithr, "
+            spec = resample_op.planned(key, dst_nbytes, tier=tier).spec
+            specs[tier].append(spec)
+            calls[tier].append(f"failed |= {spec.name}(src, dst, &{name}_resample, ithr, "
                                "nthr);")
+        # the tables every tier's kernel reads: this process's plan (the wisdom of its tier)
+        rp = resample_op.planned(key, dst_nbytes, tier=registry.isa())
         resample_init = constants.resample_init(name, rp.tables, arrays)
         if rp._zero is not None:
             plans.append(rp._zero)

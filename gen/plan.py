@@ -455,10 +455,14 @@ class Plan:
         """The problem as wisdom knows it: tier, nest, conversion, destination size."""
         return wisdom.key(registry.isa(), self.problem, self.convert, self.dst_nbytes)
 
+    def team(self, threads: int) -> int:
+        """The threads a call asked for `threads` runs on."""
+        return runtime.team(max(1, min(threads, self.traffic // BYTES_PER_THREAD)))
+
     def run(self, src_addr: int, dst_addr: int, threads: int, attr=None) -> str:
         """`attr`: the conversion's gen_attr (cffi), None when moving bytes. Returns the
         kernel name of this call."""
-        nthr = runtime.team(max(1, min(threads, self.traffic // BYTES_PER_THREAD)))
+        nthr = self.team(threads)
         at = attr if attr is not None else self._ffi.NULL
         special = self.jit.special
         if special is not None:

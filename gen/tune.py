@@ -1,18 +1,21 @@
 """`gen.tune(primitive)`: times the kernel choices that fit a primitive's problem and keeps the
 fastest, in the primitive and in this process's wisdom (gen/wisdom.py).
 
-For a reorder or shuffle the search is per piece (a problem has a few pieces, each with 1-4
-kernel kinds), then for streaming stores on and off, then for the loops in the guessed order
-(plan.loop_order), the destination's or the source's, then for tiles that prefetch their next
-work item's source rows as guessed (plan._tile_prefetch), never or always. For a resampling
-(one kernel) it is for streaming stores on and off, then for the prefetch of the source lines
-of the items ahead as guessed, never or always (where the lines allow it). Each candidate plan
-runs on scratch buffers of the primitive's descriptors, and its median time over `repeat`
-calls counts.
+The search starts from the guess. For a reorder or shuffle it is per piece (a problem has a
+few pieces, each with 1-4 kernel kinds), then for streaming stores off and on, then for the
+loops in the destination's or the source's order (plan.loop_order guesses), then for tiles
+that prefetch their next work item's source rows never or always (plan._tile_prefetch
+guesses). For a resampling (one kernel) it is for streaming stores off and on, then for the
+prefetch of the source lines of the items ahead, never or always (where the lines allow it).
+A candidate is timed only where it runs other code than the best so far at the tuned thread
+count; each runs on scratch buffers of the primitive's descriptors, in turns with the best so
+far (_medians_s), and the lower median wins.
 """
 from __future__ import annotations
 
 import time
+
+import numpy as np
 
 from . import jit, plan, runtime, wisdom
 from .errors import Error, checked
@@ -44,6 +47,18 @@ def _medians_s(calls, repeat: int) -> list:
     return [sorted(t)[len(t) // 2] for t in times]
 
 
+def _comparable(value):
+    """`value` (a plan's fields: dicts, lists, tuples, NumPy arrays, numbers) as nested tuples
+    that compare equal where the values are equal, arrays by their bytes."""
+    if isinstance(value, np.ndarray):
+        return value.dtype.str, value.shape, value.tobytes()
+    if isinstance(value, dict):
+        return tuple(sorted((k, _comparable(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_comparable(v) for v in value)
+    return value
+
+
 def _scratch(desc) -> Memory:
     """A source buffer whose pages are written: an untouched one maps the kernel's reads to a
     single zero page, which times a read from cache, not from memory. Byte 0x3c makes finite,
@@ -54,45 +69,66 @@ def _scratch(desc) -> Memory:
 
 
 class _Candidates:
-    """The plans of one problem by wisdom.Choice, timed in pairs on scratch buffers, each
-    specialised first as a plan run again is (README "Run-time specialisation"; not where that
-    is off or the problem too small): the code that runs after tune is the code it timed. The
-    generic kernels had other winners: linear NCHW 2x up at 2 threads 1.13x faster with
-    streaming stores, specialised 1.26x slower (Zen5, alternating A/B)."""
+    """The plans of one problem by wisdom.Choice, compared two at a time on scratch buffers,
+    each specialised first as a plan run again is (README "Run-time specialisation"; not
+    where that is off or the problem too small): the code that runs after tune is the code it
+    timed. The generic kernels had other winners: linear NCHW 2x up at 2 threads 1.13x faster
+    with streaming stores, specialised 1.26x slower (Zen5, alternating A/B).
+    `make(choice)` gives a plan, `call(plan)` runs it once, `runs(plan)` is what of the plan
+    decides the code a call runs at the tuned thread count (see code)."""
 
-    def __init__(self, make, call, repeat):
-        self.make, self.call, self.repeat = make, call, repeat
-        self.plans, self.timed = {}, {}
+    def __init__(self, make, call, runs, repeat):
+        self.make, self.call, self.runs, self.repeat = make, call, runs, repeat
+        self.plans, self.codes, self.timed = {}, {}, {}
 
     def plan(self, choice):
         if choice not in self.plans:
             self.plans[choice] = self.make(choice)
         return self.plans[choice]
 
-    def _specialised(self, choice):
-        p = self.plan(choice)
-        if p.jit.count is not None and p.jit.special is None:  # count None: never
-            for _ in range(jit.SECOND_RUN):
-                self.call(p)
-            jit.jit_wait()
-        return p
+    def code(self, choice):
+        """What decides the code the choice's plan runs: a stream field of 1 (one thread
+        streams) and one of any thread count run alike at one thread."""
+        if choice not in self.codes:
+            self.codes[choice] = self.runs(self.plan(choice))
+        return self.codes[choice]
 
     def faster(self, best, other):
-        """`other` where it took less time than `best`, timed in turns with it, else
-        `best`."""
-        a, b = self._specialised(best), self._specialised(other)
+        """`other` where it runs code not timed yet (nor `best`'s) and took less time, timed
+        in turns with `best`, else `best`."""
+        if any(self.code(other) == self.code(c) for c in (best, *self.timed)):
+            return best
+        pair = [self.plan(best), self.plan(other)]
+        waiting = [p for p in pair if p.jit.count is not None and p.jit.special is None]
+        for p in waiting:  # count None: never specialised
+            for _ in range(jit.SECOND_RUN):
+                self.call(p)
+        if waiting:
+            jit.jit_wait()
         self.timed[best], self.timed[other] = _medians_s(
-            [lambda: self.call(a), lambda: self.call(b)], self.repeat)
+            [lambda: self.call(pair[0]), lambda: self.call(pair[1])], self.repeat)
         return other if self.timed[other] < self.timed[best] else best
 
+    def search(self, best, field, values):
+        """`best` with each of `values` for `field` in turn, the faster kept."""
+        for value in values:
+            best = self.faster(best, best._replace(**{field: value}))
+        return best
+
     def keep(self, primitive, best) -> dict:
-        """Records `best` as wisdom, gives the primitive its plan; tune's result."""
+        """Records `best` as wisdom, gives the primitive its plan (made again where its build
+        did not load: the new one asks for it again); tune's result."""
         chosen = self.plan(best)
+        if chosen.jit.special is None:
+            chosen = self.make(best)
         wisdom.record(chosen.key(), best)  # later plans of this problem take it
         primitive._plan = chosen  # its kernel is the primitive's
+        if best not in self.timed:  # no other candidate: the guess, timed alone
+            self.timed[best], = _medians_s([lambda: self.call(chosen)], self.repeat)
         return {"kernel": chosen.kernel,
                 "candidates": {
-                    f"{self.plans[c].kernel} stream={'auto' if c.stream is None else c.stream} "
+                    f"{self.plans.get(c, chosen).kernel} "
+                    f"stream={'auto' if c.stream is None else c.stream} "
                     f"order={c.order} prefetch={c.prefetch}": round(t * 1e6, 2)
                     for c, t in self.timed.items()}}
 
@@ -101,7 +137,7 @@ class _Candidates:
 def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
     """Measures `primitive`'s kernel choices at `threads`, switches it to the fastest and
     records that as wisdom. Returns {"kernel": chosen kernel, "candidates": {"KERNELS
-    stream=S order=O prefetch=P": us}}."""
+    stream=S order=O prefetch=P": us}} (the guess: stream=auto order=auto prefetch=auto)."""
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise Error(f"repeat must be a positive integer, got {repeat!r}")
     nthr = runtime.num_threads(threads)
@@ -117,55 +153,38 @@ def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
                     f"gen.ResampleBackward, got {type(primitive).__name__}")
     guess = primitive._plan
     kinds = plan.choices(guess.problem, guess.convert, guess.dst_nbytes, guess.traffic)
+
+    def runs(p):
+        team = p.team(nthr)
+        return _comparable([(spec.name, {**f, "stream": team <= f["stream"]})
+                            for spec, f in p.bound])
+
     search = _Candidates(
         lambda c: plan.Plan(guess.problem, guess.traffic, guess.dst_nbytes, guess.convert, c),
-        lambda p: p.run(src._addr, dst._addr, nthr, attr), repeat)
-
-    def bound(choice, *fields):
-        """The fields of the choice's plan, per piece."""
-        return [[f[x] for x in fields] for _, f in search.plan(choice).bound]
-
+        lambda p: p.run(src._addr, dst._addr, nthr, attr), runs, repeat)
     best = wisdom.Choice(tuple(k[0] for k in kinds), None)  # the guess
     for i, options in enumerate(kinds):
-        for kind in options[1:]:
-            best = search.faster(best, best._replace(
-                kinds=best.kinds[:i] + (kind,) + best.kinds[i + 1:]))
-    # streaming stores on and off at every thread count, where the guess's differ
-    guessed = bound(best, "stream")
-    for stream in (0, 1):
-        other = best._replace(stream=stream)
-        if bound(other, "stream") != guessed:
-            best = search.faster(best, other)
-    # the loops around the kernels in the destination's or the source's order for every piece,
-    # where that is not the guess's
-    guessed = bound(best, "n", "src_str")
-    for order in wisdom.ORDERS[1:]:
-        other = best._replace(order=order)
-        if bound(other, "n", "src_str") != guessed:
-            best = search.faster(best, other)
-    # the tiles with the prefetches the guess has not, where machines differ most: quarter-
-    # narrowing tiles, which guess none, took 1.2-1.35x less time with them on Zen5 (rand10 at
-    # 2 threads, rand14 and rand18 at 1 and 2), where Zen4 had them 1.15-1.5x slower
-    guessed = bound(best, "prefetch")
-    for mode in wisdom.PREFETCH[1:]:
-        other = best._replace(prefetch=mode)
-        if bound(other, "prefetch") != guessed:
-            best = search.faster(best, other)
+        best = search.search(best, "kinds",
+                             [best.kinds[:i] + (k,) + best.kinds[i + 1:] for k in options[1:]])
+    best = search.search(best, "stream", (0, 1))
+    best = search.search(best, "order", wisdom.ORDERS[1:])
+    # the tiles' prefetches, where machines differ most: quarter-narrowing tiles, which guess
+    # none, took 1.2-1.35x less time with them on Zen5 (rand10 at 2 threads, rand14 and rand18
+    # at 1 and 2), where Zen4 had them 1.15-1.5x slower
+    best = search.search(best, "prefetch", wisdom.PREFETCH[1:])
     return search.keep(primitive, best)
 
 
 def _tune_resampling(primitive, nthr, repeat) -> dict:
-    """tune of a resampling: from the guess, streaming stores on and off at every thread
-    count, then its prefetches, where the guess's differ."""
+    """tune of a resampling: from the guess, streaming stores off and on at every thread
+    count, then its prefetches."""
     src, dst = _scratch(primitive.src_desc), Memory(primitive.dst_desc)
     guess = primitive._plan
+
+    def runs(p):
+        return _comparable({**p.tables.fields, "stream": p.team(nthr) <= p.tables.fields["stream"]})
+
     search = _Candidates(lambda c: resample.planned(guess.problem, guess.dst_nbytes, choice=c),
-                         lambda p: p.run(src._addr, dst._addr, nthr), repeat)
-    best = wisdom.Choice((), None)
-    for field, options in (("stream", (0, 1)), ("prefetch", wisdom.PREFETCH[1:])):
-        guessed = search.plan(best).tables.fields[field]
-        for value in options:
-            other = best._replace(**{field: value})
-            if search.plan(other).tables.fields[field] != guessed:
-                best = search.faster(best, other)
-    return search.keep(primitive, best)
+                         lambda p: p.run(src._addr, dst._addr, nthr), runs, repeat)
+    best = search.search(wisdom.Choice((), None), "stream", (0, 1))
+    return search.keep(primitive, search.search(best, "prefetch", wisdom.PREFETCH[1:]))

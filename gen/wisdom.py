@@ -18,15 +18,17 @@ from . import codegen, space
 from .errors import Error, checked
 from .isa import TIERS
 
-# A kernel kind per piece of the problem, whether large stores stream past the cache (None:
-# as the plan guesses, per piece and thread count), the order of the loops around the kernel: ORDERS[0] the guess per piece (plan.loop_order), [1]
+# A kernel kind per piece of the problem; whether large stores stream past the cache (1, at
+# every thread count), not (0), or as the plan guesses per piece and thread count (None); the
+# order of the loops around the kernel: ORDERS[0] the guess per piece (plan.loop_order), [1]
 # the destination's, [2] the source's (smallest source stride innermost); and whether tiles
 # prefetch their next work item's source rows: PREFETCH[0] the guess (plan._tile_prefetch),
 # [1] none, [2] every tile.
 ORDERS = ("auto", "dst", "src")
 PREFETCH = ("auto", "off", "on")
 Choice = namedtuple("Choice", "kinds stream order prefetch", defaults=(ORDERS[0], PREFETCH[0]))
-FORMAT = "gen wisdom 2"
+# The format written; files of format 2 (no prefetch, stream 0 or 1) are read too
+FORMAT, FORMATS = "gen wisdom 3", ("gen wisdom 2", "gen wisdom 3")
 _known: "dict[str, Choice]" = {}
 
 
@@ -81,7 +83,10 @@ def save_wisdom(path) -> int:
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"  # this thread's own
     try:
         if _special(path):  # a device or pipe (/dev/stdout): a rename would replace it
-            with open(path, "w") as f:
+            # not blocking until a pipe has a reader (ENXIO instead), then blocking writes
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            os.set_blocking(fd, True)
+            with open(fd, "w") as f:
                 json.dump(data, f, indent=1)
             return len(known)
         with open(tmp, "w") as f:
@@ -114,7 +119,7 @@ def load_wisdom(path) -> int:
         raise Error(f"cannot read wisdom from {str(path)!r}: {e.strerror}") from None
     except (ValueError, RecursionError):  # RecursionError: nested deeper than Python goes
         raise Error(f"wisdom file {str(path)!r} is not JSON") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
+    if not isinstance(data, dict) or data.get("format") not in FORMATS:
         raise Error(f"wisdom file {str(path)!r} is not gen wisdom ({FORMAT!r})")
     if data.get("stamp") != stamp():
         raise Error(f"wisdom file {str(path)!r} was made by another build of gen "
@@ -135,9 +140,10 @@ def _choice(entry) -> Choice:
     kinds, order = entry["kinds"], entry["order"]
     prefetch, stream = entry.get("prefetch", PREFETCH[0]), entry["stream"]
     if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds) \
-            or order not in ORDERS or prefetch not in PREFETCH:
+            or order not in ORDERS or prefetch not in PREFETCH \
+            or stream is not None and (type(stream) is not int or stream not in (0, 1)):
         raise ValueError(entry)
-    return Choice(tuple(kinds), None if stream is None else int(stream), order, prefetch)
+    return Choice(tuple(kinds), stream, order, prefetch)
 
 
 def _plans_changed() -> None:

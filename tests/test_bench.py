@@ -117,13 +117,27 @@ def test_tuned_run_times_the_measured_choice(capsys, tmp_path):
     in this process), and the rows and the header say so."""
     gen.forget_wisdom()
     path = tmp_path / "b.json"
-    status, out, err = run_bench(capsys, "--tune", "--threads", "1,2", "--json", str(path), TINY)
-    assert status == 0
-    assert [(r["threads"], r.get("tuned")) for r in json.loads(path.read_text())["rows"]] \
-        == [(1, True), (2, True)]
-    assert out.startswith("# gen bench: isa ") and out.splitlines()[0].endswith(", tuned")
-    assert len(wisdom._known) == 1
-    gen.forget_wisdom()
+    try:
+        status, out, err = run_bench(capsys, "--tune", "--threads", "1,2", "--json", str(path),
+                                     TINY)
+        assert status == 0
+        assert [(r["threads"], r.get("tuned")) for r in json.loads(path.read_text())["rows"]] \
+            == [(1, True), (2, True)]
+        assert out.startswith("# gen bench: isa ") and out.splitlines()[0].endswith(", tuned")
+        assert len(wisdom._known) == 1
+    finally:
+        gen.forget_wisdom()
+
+
+def test_tuning_that_fails_is_a_note(capsys, monkeypatch):
+    """A case whose tune fails (gen.Error) is timed as guessed, noted, and the run's status
+    is 1, as for a case gen skips."""
+    def refuse(prim, threads=None):
+        raise gen.Error("no scratch memory")
+    monkeypatch.setattr(gen, "tune", refuse)
+    status, out, err = run_bench(capsys, "--tune", TINY)
+    assert status == 1 and "not tuned: " + TINY in err and "no scratch memory" in err
+    assert TINY in out
 
 
 def row(case, threads, ratio, mib, **vs):

@@ -3,15 +3,16 @@ the fastest in the primitive and in the process's wisdom, and wisdom files round
 refused when they come from another build or are not wisdom)."""
 import json
 import os
+import re
 import stat
 import sys
-import threading
 
 import numpy as np
 import pytest
 
 import gen
 from gen import plan, wisdom
+from gen import export as export_module
 from gen.ops import resample as resample_op
 
 import reference as ref
@@ -38,10 +39,11 @@ def _every_choice(problem, convert):
     combos = [()]
     for options in plan.choices(problem, convert):
         combos = [c + (k,) for c in combos for k in options]
-    every = [(kinds, stream, order) for kinds in combos for stream in (None, 0, 1)
-             for order in wisdom.ORDERS]
-    return [wisdom.Choice(*c, wisdom.PREFETCH[i % len(wisdom.PREFETCH)])
-            for i, c in enumerate(every)]
+    # the prefetch mode of stream s and order o: (s + o) % 3, so that every pair of stream and
+    # prefetch, and of order and prefetch, meets
+    return [wisdom.Choice(kinds, stream, order, wisdom.PREFETCH[(s + o) % 3])
+            for kinds in combos for s, stream in enumerate((None, 0, 1))
+            for o, order in enumerate(wisdom.ORDERS)]
 
 
 def _fields(candidate):
@@ -144,7 +146,7 @@ def test_tune_times_the_tiles_prefetches(monkeypatch):
         assert np.array_equal(out.to_array(), a), mode
 
 
-def test_tune_shuffle_and_resample():
+def test_tune_shuffle():
     desc = gen.MemoryDesc((2, 12, 5, 6), "f32", "nhwc")
     sh = gen.ShuffleChannels(desc, group=3)
     res = gen.tune(sh, repeat=2)
@@ -198,6 +200,45 @@ def test_tune_resampling(alg, tmp_path):
         print(tuple(gen.Resample(src, dst, alg={alg!r})._plan.choice))
     """
     assert run_py(code, tmp_path).stdout.strip() == str(tuple(r._plan.choice))
+
+
+@pytest.mark.parametrize("threads,other", [(1, "0"), (2, "1")])
+def test_tune_times_stores_that_differ_at_its_thread_count(monkeypatch, threads, other):
+    """A guess that streams at one thread only (as plan.stream_threads gives a call that
+    expands) runs the code of `stream=1` at one thread and of `stream=0` at two: tune times
+    the other setting only."""
+    monkeypatch.setattr(plan, "stream_threads", lambda *args, **kw: 1)
+    gen.forget_wisdom()  # no plan cached from before the patch
+    r = gen.Resample(gen.MemoryDesc((1, 4, 16, 16), "f32", "nchw"),
+                     gen.MemoryDesc((1, 4, 32, 32), "f32", "nchw"), alg="nearest")
+    assert r._plan.tables.fields["stream"] == 1
+    res = gen.tune(r, threads=threads, repeat=2)
+    assert {_fields(name)["stream"] for name in res["candidates"]} == {"auto", other}
+
+
+def test_resampling_stream_choice_only_where_the_kernel_streams():
+    """Linear resampling streams f32 only: another type's plan keeps no streaming stores
+    whatever the choice, so tune has nothing to time there."""
+    src, dst = gen.MemoryDesc((1, 4, 16, 16), "bf16", "nchw"), \
+        gen.MemoryDesc((1, 4, 32, 32), "bf16", "nchw")
+    r = gen.Resample(src, dst, alg="linear")
+    p = resample_op.planned(r._plan.problem, r._plan.dst_nbytes, choice=wisdom.Choice((), 1))
+    assert p.tables.fields["stream"] == 0
+    assert {_fields(name)["stream"] for name in gen.tune(r, repeat=1)["candidates"]} == {"auto"}
+
+
+def test_export_takes_the_wisdom_of_this_tier():
+    """An exported resampling's tables are those of this process's plan, tuned choice
+    included (every tier's kernel reads the same tables)."""
+    args = ("k", (1, 16, 40, 40), ("f32", "nchw"), "nearest", (80, 80))
+    stores = re.compile(r"\.stream = (\d+)")
+    assert stores.findall(export_module.render(export_module.resample_source(*args))[0]) \
+        != [str(plan.ANY_THREADS)]
+    r = gen.Resample(gen.MemoryDesc((1, 16, 40, 40), "f32", "nchw"),
+                     gen.MemoryDesc((1, 16, 80, 80), "f32", "nchw"), alg="nearest")
+    wisdom.record(r._plan.key(), wisdom.Choice((), 1))
+    assert stores.findall(export_module.render(export_module.resample_source(*args))[0]) \
+        == [str(plan.ANY_THREADS)]
 
 
 def test_tune_bad_input():
@@ -273,8 +314,10 @@ def test_wisdom_file_keeps_the_loop_order(tmp_path):
     assert wisdom.lookup(p.key()) is None
     assert gen.load_wisdom(tmp_path / "w.json") == 1
     assert wisdom.lookup(p.key()) == choice
-    # a file of a gen that did not choose prefetches: the guess
+    # a file of a gen that did not choose prefetches (format 2): the guess
     data = json.loads((tmp_path / "w.json").read_text())
+    assert data["format"] == wisdom.FORMAT == "gen wisdom 3"
+    data["format"] = "gen wisdom 2"
     for entry in data["problems"].values():
         del entry["prefetch"]
     (tmp_path / "w.json").write_text(json.dumps(data))
@@ -284,15 +327,18 @@ def test_wisdom_file_keeps_the_loop_order(tmp_path):
 
 def test_wisdom_written_into_a_pipe(tmp_path):
     """A path that is a device or a pipe (/dev/stdout, /dev/null) is written into, not
-    replaced by a file, as the rename of a temporary file would."""
+    replaced by a file, as the rename of a temporary file would; a pipe nobody reads is an
+    error, not a wait."""
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    got = []
-    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
-    reader.start()
-    assert gen.save_wisdom(fifo) == 0
-    reader.join(60)
-    assert json.loads(got[0])["format"] == wisdom.FORMAT
+    raises_gen(lambda: gen.save_wisdom(fifo), "cannot write wisdom")
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        assert gen.save_wisdom(fifo) == 0
+        got = os.read(reader, 1 << 16)
+    finally:
+        os.close(reader)
+    assert json.loads(got)["format"] == wisdom.FORMAT
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
 
@@ -318,7 +364,10 @@ def test_wisdom_files_that_are_refused(tmp_path):
                   {"kinds": ["tile"], "stream": float("inf"), "order": "auto"},  # int(inf)
                   {"kinds": [3], "stream": 0, "order": "auto"},
                   {"kinds": ["tile"], "stream": 0, "order": "auto", "prefetch": "sometimes"},
-                  {"kinds": ["tile"], "stream": "on", "order": "auto"}):
+                  {"kinds": ["tile"], "stream": "on", "order": "auto"},
+                  {"kinds": ["tile"], "stream": "1", "order": "auto"},
+                  {"kinds": ["tile"], "stream": -5, "order": "auto"},
+                  {"kinds": ["tile"], "stream": 2.9, "order": "auto"}):
         bad.write_text(json.dumps({"format": wisdom.FORMAT, "stamp": wisdom.stamp(),
                                    "problems": {"k": entry}}))
         raises_gen(lambda: gen.load_wisdom(bad), "malformed")

@@ -149,8 +149,9 @@ class Tables:
 
 class _Plan:
     """One resampling problem bound to its kernel: the C tables and the dst padding.
-    `choice`: measured wisdom.Choice (streaming stores or not, the source lines' prefetches:
-    gen.tune) instead of the guess."""
+    `choice`: measured wisdom.Choice (streaming stores or not, and with them the direct path
+    or the buffer's for channel runs; the source lines' prefetches: gen.tune) instead of the
+    guess."""
 
     def __init__(self, key: _Key, dst_nbytes: int, tier=None, choice=None):
         self.problem, self.dst_nbytes, self.choice = key, dst_nbytes, choice
@@ -166,7 +167,7 @@ class _Plan:
         spatial = [None] * (3 - nsp) + list(range(2, 2 + nsp))
         nearest = key.alg == "nearest" and not key.backward
         self.spec = spec = space.KernelSpec("resample", "nearest" if nearest else "linear",
-                                            esize, False, tier or registry.isa(),
+                                            esize, False, self.tier,
                                             *(() if nearest else (key.dtype, key.dtype)))
         self.kernel = spec.name
         self.tables = tb = Tables()
@@ -211,8 +212,8 @@ class _Plan:
                       or int(plan.streams(dst_nbytes)))
             if not stream and key.backward:
                 stream = plan.stream_threads(dst_nbytes, traffic=2 * src_nbytes)
-        if choice is not None and choice.stream is not None:  # at one thread count, for all
-            stream = plan.ANY_THREADS if choice.stream else 0
+            if choice is not None and choice.stream is not None:  # at one thread count, for all
+                stream = plan.ANY_THREADS if choice.stream else 0
         tb.scalar("stream", stream)
         if nearest and rows:
             tb.array("row_off", "int32_t", _pad8(src_off))
@@ -358,9 +359,13 @@ class _Plan:
         """The problem as wisdom knows it: tier, problem, destination size."""
         return wisdom.key(self.tier, self.problem, None, self.dst_nbytes)
 
+    def team(self, threads: int) -> int:
+        """The threads a call asked for `threads` runs on."""
+        return runtime.team(max(1, min(threads, self.items)))
+
     def run(self, src_addr, dst_addr, threads) -> str:
         """Returns the kernel name of this call."""
-        nthr = runtime.team(max(1, min(threads, self.items)))
+        nthr = self.team(threads)
         special = self.jit.special
         if special is not None:
             failed = special[0](src_addr, dst_addr, self._null, nthr)
