@@ -7,9 +7,9 @@ loops in the destination's or the source's order (plan.loop_order guesses), then
 that prefetch their next work item's source rows never or always (plan._tile_prefetch
 guesses). For a resampling (one kernel) it is for streaming stores off and on, then for the
 prefetch of the source lines of the items ahead, never or always (where the lines allow it).
-A candidate is timed only where it runs other code than the best so far at the tuned thread
-count; each runs on scratch buffers of the primitive's descriptors, in turns with the best so
-far (_medians_s), and the lower median wins.
+A candidate is timed only where it runs code at the tuned thread count that no candidate
+timed before (nor the best so far) runs; it runs on scratch buffers of the primitive's
+descriptors, in turns with the best so far (_medians_s), and the lower median wins.
 """
 from __future__ import annotations
 
