@@ -116,10 +116,10 @@ class _Candidates:
         return best
 
     def keep(self, primitive, best) -> dict:
-        """Records `best` as wisdom, gives the primitive its plan (made again where its build
-        did not load: the new one asks for it again); tune's result."""
+        """Records `best` as wisdom, gives the primitive its plan (made again where its
+        requested build did not load: the new one asks for it again); tune's result."""
         chosen = self.plan(best)
-        if chosen.jit.special is None:
+        if chosen.jit.count is not None and chosen.jit.special is None:
             chosen = self.make(best)
         wisdom.record(chosen.key(), best)  # later plans of this problem take it
         primitive._plan = chosen  # its kernel is the primitive's
@@ -127,7 +127,7 @@ class _Candidates:
             self.timed[best], = _medians_s([lambda: self.call(chosen)], self.repeat)
         return {"kernel": chosen.kernel,
                 "candidates": {
-                    f"{self.plans.get(c, chosen).kernel} "
+                    f"{self.plans[c].kernel} "
                     f"stream={'auto' if c.stream is None else c.stream} "
                     f"order={c.order} prefetch={c.prefetch}": round(t * 1e6, 2)
                     for c, t in self.timed.items()}}
@@ -182,7 +182,8 @@ def _tune_resampling(primitive, nthr, repeat) -> dict:
     guess = primitive._plan
 
     def runs(p):
-        return _comparable({**p.tables.fields, "stream": p.team(nthr) <= p.tables.fields["stream"]})
+        fields = p.tables.fields
+        return _comparable({**fields, "stream": p.team(nthr) <= fields["stream"]})
 
     search = _Candidates(lambda c: resample.planned(guess.problem, guess.dst_nbytes, choice=c),
                          lambda p: p.run(src._addr, dst._addr, nthr), runs, repeat)
