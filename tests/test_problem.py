@@ -318,6 +318,13 @@ def test_tile_reads_rows_narrower_than_a_row_under_a_mask(tier):
         if esize != 8:  # (a row of 4 elements: 5 columns are more than a row)
             assert kind(esize, (5, 1, 300), (300, 5, 1)) == masked
         assert kind(esize, (2, 1, 300), (300, 2, 1)) == ("tile" if vector else "strided")
+        if vector and 4 in space.KernelSpec("reorder", "tile", esize, False, tier).narrow:
+            # moved rows of 4 that follow each other 16 at a time (ABcd4b16a4b -> bdca): the
+            # narrow path's loads take W / 4 rows each; 2 at a time do not fit them
+            width = space.TILE_WIDTH[esize]
+            assert kind(esize, (4, 1, 3000), (8, 64, 16), (16, 4, 1)) == "tile"
+            assert kind(esize, (4, 1, 3000), (64, 64, 2), (2, 4, 1)) == (
+                "tile" if width // 4 <= 2 else "strided")
     vector = TIERS[tier].vectors.get(space.CVT_TILE_WIDTH[2] * 2)
     masked = "tile" if vector and 2 in vector.maskload else "strided"
     f32_bf16 = ("f32", "bf16")
@@ -567,7 +574,8 @@ def test_streamed_runs_follow_the_source():
 
 def test_loop_order_guess():
     """The loops around a piece's kernel go in the source's order when its smallest outer
-    stride in bytes is no longer than the destination's and at least a cache line, else in the
+    stride in bytes is no longer than the destination's and at least a cache line, or is the
+    block a tile reads at one position (the destination's a line or more), else in the
     destination's; zero pieces and single loops keep the destination's."""
     # rand02's tile piece, f32 -> bf16: source steps of 256 bytes against 380
     rand02 = [Node(3, 76032, 902880), Node(4, 64, 225720), Node(11, 256, 5130),
@@ -581,6 +589,16 @@ def test_loop_order_guess():
     assert plan.loop_order(rand01, 4, 2, False) == "dst"
     assert plan.loop_order(rand02, 4, 2, True) == "dst"
     assert plan.loop_order(rand02[:1], 4, 2, False) == "dst"
+    # f32 ABcd4b16a4b -> bdca: the tile reads a block of 256 bytes per outer position, the
+    # next one 256 bytes on (source steps of 256 against 64, a line)
+    blocked = [Node(4, 76032, 912384), Node(4, 64, 228096), Node(11, 256, 5184),
+               Node(27, 2816, 192), Node(12, 304128, 16)]
+    assert plan.loop_order(blocked, 4, 4, False) == "dst"
+    assert plan.loop_order(blocked, 4, 4, False, block=256) == "src"
+    assert plan.loop_order(blocked, 4, 4, False, block=512) == "dst"
+    assert plan.loop_order(blocked, 4, 1, False, block=256) == "dst"  # 16-byte dst steps
+    [(spec, f)] = bound((64, 32, 3, 5), "ABcd4b16a4b", "bdca")
+    assert spec.kind == "tile" and f["a_n"] * f["b_n"] * 4 == f["src_str"][-1] == 256
     # end to end: runs of 256 bytes along a, "abcd" -> "cbad": the outer loops c (source
     # step 256 bytes, destination 7680) and b (1792, 1536) run in the source's order
     [(spec, f)] = bound((6, 5, 7, 64), "abcd", "cbad")

@@ -31,6 +31,7 @@ PAIRS = [((3, 5, 7, 9), "nchw", "nchw"), ((2, 37, 9, 11), "nchw", "nhwc"),
          ((2, 20, 5, 37), "aBcd4b", "aBcd8b"), ((2, 24, 5, 9), "aBcd8b", "aBcd16b"),
          ((2, 22, 5, 9), "aBcd2b", "aBcd8b"),
          ((19, 9, 3, 2), "badc", "ABcd4b16a4b"),  # zeros after each element: a gap
+         ((70, 9, 3, 5), "ABcd4b16a4b", "bdca"),  # rows of 4 that follow each other 16 at a time
          # one channel of 16: gaps of 15 elements, each 256-element block's row built whole
          # (rows of 16 and 32 bytes) or element by element (64 and 128)
          ((2, 1, 9, 150), "nchw", "aBcd16b")]
