@@ -257,7 +257,14 @@ def _tile_streams(spec, b_tab, row, lines, dst_nbytes) -> bool:
 def _tile_stream_threads(dst_nbytes, moved) -> int:
     """stream_threads for a tile, whose stores are scattered (a copy's, in order, stay as
     fast as streaming ones up to llc_bytes() of traffic): from STREAM_BYTES of destination,
-    at one thread where the call moves half of llc_bytes() or more, at any from 4/5 of it.
+    at one thread where the call moves half of llc_bytes() or more, at any from 4/5 of it or
+    where the destination alone is 9/32 of it. That last bound, Zen4 (a later VM), 2 threads,
+    streaming against plain stores: nchw -> nhwc of 32x64x56x56 bf16 (25.7 MB moved, 12.8 MB
+    of destination) 1.9-2.25x, 16x64x56x56 f32 (25.7 / 12.8 MB) 1.75x, 12x64x56x56 f32
+    (19.3 / 9.6 MB) 2x, s8 -> f32 24x64x56x56 (24 / 19.3 MB) 2.9x and 12x64x56x56 (12 / 9.6
+    MB) 1.25x faster, rand04 (26 / 21 MB) 1.55x; but f32 10x64x56x56 (16 / 8 MB) 0.65x,
+    8x64x56x56 0.9x, rand02 (21 / 7 MB) 0.88x, rand12 (15.3 / 7.6 MB) 0.87x. The earlier
+    Zen4 machine below had found s8 -> f32 24x64x56x56 1.12x faster plain.
     Zen4, 32 MiB of L3, plain stores against streaming ones:
     - 1 thread: f32 nchw -> nhwc 3x64x100x100 (15.4 MB moved) 1.2x faster plain;
       2x64x128x128 (16.8 MB) 1.25x faster streaming, 3x64x110x110 (18.6 MB) 1.3x,
@@ -267,7 +274,7 @@ def _tile_stream_threads(dst_nbytes, moved) -> int:
       which stream_threads gives one thread) 1.6-1.8x; f32 of 29.5 and 32 MB the same."""
     if dst_nbytes < STREAM_BYTES:
         return 0
-    if 5 * moved >= 4 * llc_bytes():
+    if 5 * moved >= 4 * llc_bytes() or 32 * dst_nbytes >= 9 * llc_bytes():
         return ANY_THREADS
     return 1 if 2 * moved >= llc_bytes() else 0
 

@@ -791,7 +791,8 @@ def test_calls_that_fit_in_the_cache_never_stream(cache_size):
 
 def test_tiles_stream_from_half_the_cache(cache_size):
     """A tile's stores, scattered, stream at one thread from half of llc_bytes() of traffic
-    and at any thread count from 4/5 of it (plan._tile_stream_threads), where a copy keeps
+    and at any thread count from 4/5 of it or from a destination of 9/32 of it
+    (plan._tile_stream_threads), where a copy keeps
     plain stores up to llc_bytes() and a call that expands streams at one thread only up to
     1.5x llc_bytes(); never under STREAM_BYTES of destination."""
     cache_size(32 << 20)
@@ -800,7 +801,7 @@ def test_tiles_stream_from_half_the_cache(cache_size):
         return [f["stream"] for spec, f in bound(dims, src, dst, dtypes)]
     assert stream((3, 64, 100, 100), "nchw", "nhwc") == [0]  # 15.4 MB moved
     assert stream((2, 64, 128, 128), "nchw", "nhwc") == [1]  # 16 MiB: half
-    assert stream((3, 64, 120, 120), "nhwc", "nchw") == [1]
+    assert stream((4, 64, 128, 128), "nchw", "nhwc", ("f32", "bf16")) == [1]  # 8.4 MB dst
     assert stream((4, 64, 128, 128), "nchw", "nhwc") == [plan.ANY_THREADS]  # 32 MiB
     # s8 -> f32: 32.1 MB moved, and 40.1 MB, which stream_threads gives one thread
     assert stream((32, 64, 56, 56), "nchw", "nhwc", ("s8", "f32")) == [plan.ANY_THREADS]
@@ -811,6 +812,11 @@ def test_tiles_stream_from_half_the_cache(cache_size):
     assert plan._tile_stream_threads(2 << 20, (16 << 20) - 1) == 0
     assert plan._tile_stream_threads(2 << 20, 25 << 20) == 1
     assert plan._tile_stream_threads(2 << 20, -(-(128 << 20) // 5)) == plan.ANY_THREADS
+    # a destination of 9/32 of the cache streams at any thread count: 9 MiB of 32
+    assert stream((12, 64, 56, 56), "nchw", "nhwc") == [plan.ANY_THREADS]  # 9.6 MB
+    assert stream((10, 64, 56, 56), "nchw", "nhwc") == [0]  # 8 MB, 16 MB moved
+    assert plan._tile_stream_threads(9 << 20, 18 << 20) == plan.ANY_THREADS
+    assert plan._tile_stream_threads((9 << 20) - 1, 18 << 20) == 1
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "uint8"])
