@@ -522,7 +522,9 @@ ROWS = [((2, 3, 5, 6, 7), (10, 12, 14)), ((2, 5, 9, 11), (18, 22)), ((1, 4, 7, 9
         # before (the kernel holds them) or not
         ((1, 2, 3, 48), (5, 100)), ((1, 2, 3, 64), (4, 112)), ((1, 2, 2, 3, 37), (3, 4, 96)),
         # rows all in 16-wide steps, in pairs (15 rows: at 2 threads 8 and 7)
-        ((1, 3, 3, 32), (5, 64))]
+        ((1, 3, 3, 32), (5, 64)),
+        # 2x down: 16-wide steps whose 16 outputs read 32 sources (two loads), then a tail
+        ((1, 2, 6, 104), (3, 52))]
 ROWS_SCRIPT = r"""
 import json, os, sys, numpy as np, gen
 from gen import plan
@@ -543,6 +545,22 @@ for dims, sp in json.loads(sys.argv[1]):
                     out.append([dt, fmt, y.to_array().astype(np.float32).tobytes().hex()])
 print(json.dumps(out))
 """
+
+
+def test_16_wide_steps_of_taps_within_32_sources():
+    """resample._windows16: a step of 16 outputs takes the first of the 32 sources that hold
+    its taps (2x down: 16 outputs from 32 sources; 2x up: from 9), its taps' positions from
+    there; none (0) where they span more, or a padding tap (index 0) is among them."""
+    down = np.stack([np.arange(1, 97, 2), np.arange(2, 98, 2)])  # 48 outputs of 96 sources
+    win, perm, span = rs._windows16(down)
+    assert win.tolist() == [1, 33, 65] and span.tolist() == [32, 32, 32]
+    assert perm[:, :16].tolist() == [list(range(0, 32, 2)), list(range(1, 32, 2))]
+    assert (perm[:, 16:32] == perm[:, :16]).all()
+    up = np.stack([np.arange(32) // 2 + 1, np.arange(32) // 2 + 2])
+    assert rs._windows16(up)[0].tolist() == [1, 9] and rs._windows16(up)[2].tolist() == [9, 9]
+    wide = np.stack([np.arange(16) * 3 + 1, np.arange(16) * 3 + 2])  # 47 sources
+    assert rs._windows16(wide)[0].tolist() == [0]
+    assert rs._windows16(np.stack([np.arange(16), np.arange(16) + 1]))[0].tolist() == [0]
 
 
 def test_rows_all_in_16_wide_steps_go_in_pairs():

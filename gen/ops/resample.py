@@ -345,13 +345,14 @@ class _Plan:
         tb.array("win", "int32_t", win)
         tb.array("wide", "int32_t", wide)
         tb.array("perm", "int32_t", perm)
-        win16, perm16 = _windows16(_pad8(line))
+        win16, perm16, span16 = _windows16(_pad8(line))
         tb.array("win16", "int32_t", win16)
         tb.array("perm16", "int32_t", perm16)
-        # rows (one line per item) go in pairs where all their outputs take the 16-wide steps,
-        # which read two taps (one tap, as backward of 2x down's: _rows' 8-wide steps)
+        # rows (one line per item) go in pairs where all their outputs take the 16-wide steps
+        # from 16 sources, which read two taps (one tap, as backward of 2x down's: _rows'
+        # 8-wide steps)
         tb.scalar("pairs", taps == 2 and len(seg) == 4 and last.out % 16 == 0
-                  and win16.size > 0 and bool(np.all(win16 > 0)))
+                  and win16.size > 0 and bool(np.all((win16 > 0) & (span16 <= 16))))
         tb.array("fresh16", "int32_t", _fresh16(win16, perm16, _pad8(weight)))
         tb.scalar("kmax", np.diff(axes01[0]).max() * np.diff(axes01[1]).max())
 
@@ -450,17 +451,20 @@ def _windows(index, lowest, size, widest=16):
 
 
 def _windows16(index):
-    """Per whole step of 16 outputs (at multiples of 16): the first of the 16 consecutive
+    """Per whole step of 16 outputs (at multiples of 16): the first of the 32 consecutive
     sources (R lines, from 1) that hold all of the step's taps, or 0 (then two steps of 8);
-    and each tap's position in them, in a table of index's shape."""
+    each tap's position in them, in a table of index's shape; and the span of each step's
+    taps. 32 sources: 2x down, whose 16 outputs read 32 (NCHW 2x down forward, in the
+    cache: 8-wide steps from two loads, a permute and a blend per load and tap, before)."""
     taps, n = index.shape
     steps = index[:, :n // 16 * 16].reshape(taps, -1, 16)
     base = steps.min(axis=(0, 2))
-    win = np.where((base >= 1) & (steps.max(axis=(0, 2)) - base < 16), base, 0)
+    span = steps.max(axis=(0, 2)) - base + 1
+    win = np.where((base >= 1) & (span <= 32), base, 0)
     perm = np.zeros_like(index)
     used = (win > 0).repeat(16)
     perm[:, :n // 16 * 16] = (steps - base[None, :, None]).reshape(taps, -1) * used
-    return win, perm
+    return win, perm, span
 
 
 def _fresh16(win16, perm16, weight):
