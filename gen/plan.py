@@ -227,11 +227,10 @@ def loop_order(outer, src_esize: int, esize: int, zero: bool, block: int = 0) ->
 def _block(spec, a, b) -> int:
     """Elements a tile reads at one outer position where they are one block in src (B's
     nest contiguous from stride 1, A's rows one after the other), else 0."""
-    if spec.kind != "tile" or _gathered_from(b) < len(b) or b[0].src != 1:
+    if spec.kind != "tile" or not registry.follows(b, 1):
         return 0
     size = math.prod(n.n for n in b)
-    rows = nest_offsets(a, "src")
-    return len(rows) * size if _evenly(rows, size) else 0
+    return size * math.prod(n.n for n in a) if registry.follows(a, size) else 0
 
 
 def _tile_streams(spec, b_tab, row, lines, dst_nbytes) -> bool:

@@ -134,7 +134,7 @@ def _runs_gathered(a, b, others, width: int, pad: int, src_dtype: str):
     return (a, b + g) if ok else None
 
 
-def _follows(nest, step: int) -> bool:
+def follows(nest, step: int) -> bool:
     """Whether a nest's elements are `step` apart in src, in order (rows of `step` elements
     that follow each other)."""
     return all(n.src == step * _size(nest[:k]) for k, n in enumerate(nest))
@@ -227,7 +227,7 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
         narrow = spec("tile").narrow
         a, b = (a, b) if a else next(((a, b) for a, b in nests if not pad and (
             _size(b) in narrow and _size(a) >= width * width // _size(b)
-            and (_follows(a, _size(b)) or a[0].src == _size(b)
+            and (follows(a, _size(b)) or a[0].src == _size(b)
                  and a[0].n % (width // _size(b)) == 0) or convert and _size(b) < width
             and (_size(b) in narrow or a[0].src in narrow and a[0].src > _size(b)))),
             (None, None))
@@ -245,9 +245,9 @@ def options(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: boo
         # for rows that do not follow each other all along A.
         a, b = (a, b) if a else next(((a, b) for a, b in nests if spec("tile").masked and (
             1 < _size(b) < width <= _size(a) + pad
-            and (not convert or _follows(a, _size(b)) or spec("tile").src_size > 1
+            and (not convert or follows(a, _size(b)) or spec("tile").src_size > 1
                  and not any(n.scl for n in a + b))
-            and not (_size(b) == 3 and _follows(a, 3))
+            and not (_size(b) == 3 and follows(a, 3))
             and not (_size(b) in narrow and a[0].src == _size(b)))), (None, None))
         if a:
             out.append((spec("tile"), a, b, [n for n in others if n not in a + b]))
