@@ -233,14 +233,16 @@ def test_dst_padding_is_zeroed_over_garbage():
     assert bytes(dst.data) == ref.pack(w, "OIhw4i16o4i").tobytes()
 
 
-@pytest.mark.parametrize("tag", ["ABcd32a16b", "ABcd17a16b"])
+@pytest.mark.parametrize("dims,tag", [((1, 30, 120, 120), "ABcd32a16b"),
+                                       ((1, 30, 120, 120), "ABcd17a16b"),
+                                       ((16, 9, 128, 128), "ABcd4b16a4b")])
 @pytest.mark.parametrize("dt", [np.uint8, BF16, np.float32])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_large_padding_zeroed_over_garbage(tag, dt, threads):
+def test_large_padding_zeroed_over_garbage(dims, tag, dt, threads):
     """A destination past the caches whose padding (axis a: 1 of 32 or 17) comes in runs of
     hundreds of bytes after each run of b, and after the tail block of b (30 of 32) too: the
-    copy writes it all, at every alignment with 17a."""
-    dims = (1, 30, 120, 120)
+    copy writes it all, at every alignment with 17a. With 4b16a4b (b: 9 of 16) the last 4b
+    of each block are zeros in whole lines (u8: runs of 64 bytes, a line each)."""
     a = ref.random_bits(dims, dt, np.random.default_rng(seed_of(dims, str(dt))))
     dst = gen.Memory(gen.MemoryDesc(dims, a.dtype, tag))
     assert dst.desc.nbytes >= 4 << 20
