@@ -168,19 +168,19 @@ def test_a_call_that_shrinks_streams_as_a_copy_of_its_source(alg, cache_size, mo
     twice its source reaches llc_bytes(), though the call's bytes fit (plan.stream_threads
     of a copy of the source), and not where twice the source fits. The same bits either way,
     at 1 and 2 threads."""
-    dy = np.random.default_rng(6).standard_normal((2, 32, 16, 20)).astype(np.float32)
+    dy = np.random.default_rng(6).standard_normal((2, 32, 16, 16)).astype(np.float32)
     monkeypatch.setattr(plan, "STREAM_BYTES", 0)
-    want, scale = rr.backward(dy, (8, 10), alg), rr.backward_abs(dy, (8, 10), alg)
+    want, scale = rr.backward(dy, (8, 8), alg), rr.backward_abs(dy, (8, 8), alg)
     for fmt in ("nhwc", "nchw"):
-        dd = gen.Memory.from_array(dy, format=fmt)  # 80 KB, into 20 KB
+        dd = gen.Memory.from_array(dy, format=fmt)  # 64 KB, into 16 KB
         results = set()
-        for llc, streams in ((1 << 30, 0), (200 << 10, 0), (128 << 10, plan.ANY_THREADS)):
+        for llc, streams in ((1 << 30, 0), (200 << 10, 0), (120 << 10, plan.ANY_THREADS)):
             cache_size(llc)
-            prim = gen.ResampleBackward(dd.desc, gen.MemoryDesc((2, 32, 8, 10), "f32", fmt),
+            prim = gen.ResampleBackward(dd.desc, gen.MemoryDesc((2, 32, 8, 8), "f32", fmt),
                                         alg=alg)
             assert prim._plan.tables.fields["stream"] == streams, (fmt, llc)
             for threads in (1, 2):
-                dx = gen.resample_backward(dd, alg=alg, in_spatial=(8, 10), threads=threads)
+                dx = gen.resample_backward(dd, alg=alg, in_spatial=(8, 8), threads=threads)
                 results.add(dx.to_array().tobytes())
                 assert rr.check(dx.to_array(), want, scale, "f32") is None
         assert len(results) == 1, fmt
@@ -192,25 +192,25 @@ def test_buffer_path_of_channel_runs_streams_at_any_thread_count(cache_size, mon
     though the call expands within 1.5x llc_bytes(); a destination under it, and NCDHW's
     rows, keep plan.stream_threads' one thread. The same bits either way, at 1 and 2
     threads."""
-    x = np.random.default_rng(8).standard_normal((1, 16, 4, 5, 6)).astype(np.float32)
+    x = np.random.default_rng(8).standard_normal((1, 16, 4, 5, 8)).astype(np.float32)
     monkeypatch.setattr(plan, "STREAM_BYTES", 0)
-    cache_size(48 << 10)  # the call moves 69 KB: past the cache, under 1.5x of it
-    assert plan_field(x, (8, 10, 12), "ndhwc", "stream") == plan.ANY_THREADS
-    assert plan_field(x, (8, 10, 12), "ncdhw", "stream") == 1
-    cache_size(100 << 10)  # the destination's 61 KB stream as a copy's would, at 1 thread
-    assert plan_field(x, (8, 10, 12), "ndhwc", "stream") == 1
+    cache_size(78 << 10)  # the call moves 90 KB: past the cache, under 1.5x of it
+    assert plan_field(x, (8, 10, 16), "ndhwc", "stream") == plan.ANY_THREADS
+    assert plan_field(x, (8, 10, 16), "ncdhw", "stream") == 1
+    cache_size(100 << 10)  # the destination's 80 KB stream as a copy's would, at 1 thread
+    assert plan_field(x, (8, 10, 16), "ndhwc", "stream") == 1
     for fmt in ("ndhwc", "ncdhw"):
         src = gen.Memory.from_array(x, format=fmt)
         results = set()
-        for llc in (48 << 10, 1 << 30):  # streaming, then plain stores
+        for llc in (78 << 10, 1 << 30):  # streaming, then plain stores
             cache_size(llc)
             for threads in (1, 2):
-                y = gen.resample(src, alg="linear", out_spatial=(8, 10, 12), threads=threads)
+                y = gen.resample(src, alg="linear", out_spatial=(8, 10, 16), threads=threads)
                 results.add(y.to_array().tobytes())
         assert len(results) == 1, fmt
-        got = np.frombuffer(results.pop(), np.float32).reshape(1, 16, 8, 10, 12)
-        want = rr.forward(x, (8, 10, 12), "linear")
-        scale = rr.forward_abs(x, (8, 10, 12), "linear") + 1e-30
+        got = np.frombuffer(results.pop(), np.float32).reshape(1, 16, 8, 10, 16)
+        want = rr.forward(x, (8, 10, 16), "linear")
+        scale = rr.forward_abs(x, (8, 10, 16), "linear") + 1e-30
         assert np.all(np.abs(got - want) <= 1e-6 * scale), fmt
 
 
@@ -343,10 +343,11 @@ def test_grouped_items_on_every_tier(tier):
 # NCHW nearest backward of a 2x and a 3x down: most diff_src elements get no diff_dst element
 # (padding taps), so steps of 8 outputs mix padding and real taps; they are windowed (wide 3)
 # and their padding lanes zeroed, never given a value of the window (inf and NaN are in it).
-# Rows no diff_dst row reached are zeros, streamed where the rows stream (rows of 57 floats
-# start anywhere in a cache line); every case with plain and with streaming stores, into rows
-# PITCH floats apart: the gaps between them keep their bytes
-PITCH = 7
+# Rows no diff_dst row reached are zeros, streamed where the rows stream; every case with
+# plain stores, and with streaming ones where all stores are whole aligned vectors (rows of
+# 400 and 240 floats; 57 do not stream, resample._whole_vectors), into rows PITCH floats
+# apart: the gaps between them keep their bytes
+PITCH = 8
 MASKED_SCRIPT = r"""
 import json, sys, numpy as np, gen
 from gen import plan
@@ -377,7 +378,7 @@ MASKED = [((1, 3, 6, 400), (3, 200)), ((2, 2, 5, 240), (2, 80)), ((2, 3, 7, 57),
 @pytest.mark.parametrize("tier", [t for t in registry.supported() if t != "scalar"])
 def test_padding_taps_windowed_and_zeroed(tier):
     got = on_tier(tier, MASKED_SCRIPT, MASKED, str(PITCH))
-    assert [bool(stream) for _, stream, _ in got] == [False, True] * len(MASKED)
+    assert [bool(stream) for _, stream, _ in got] == [False, True, False, True, False, False]
     for (dims, sp), (wide, _, raw) in zip([c for c in MASKED for _ in (0, 1)], got):
         assert 3 in wide  # the tables are the tier's own: the avx2 kernel gathers these steps
         dy = np.random.default_rng(sp[-1]).standard_normal(tuple(dims[:2]) + tuple(sp))
@@ -806,3 +807,23 @@ def test_a_nan_in_a_last_channel_block_stays_in_its_image(fmt, dims, spatial, ba
                 gen.resample(gen.Memory.from_array(clean, format=fmt), alg="linear",
                              out_spatial=spatial)).to_array()
         assert np.array_equal(y[1:], want[1:]), (threads, fmt)
+
+
+@pytest.mark.parametrize("fmt,dims,out_spatial,streams", [
+    ("nchw", (2, 4, 6, 6), (12, 16), True), ("nchw", (2, 4, 6, 6), (12, 12), False),
+    ("nhwc", (2, 16, 6, 6), (12, 12), True), ("nhwc", (2, 20, 6, 6), (12, 12), False),
+    ("nChw8c", (2, 24, 6, 6), (12, 12), True), ("nChw16c", (2, 20, 6, 6), (12, 12), False)])
+def test_linear_streams_only_whole_aligned_vectors(fmt, dims, out_spatial, streams, cache_size,
+                                                   monkeypatch):
+    """Linear kernels stream only where every store is 8 floats at a multiple of 32 bytes:
+    rows of 12 floats, runs of 20 channels, or the last block's 4 of 20, would store their
+    tails plainly into lines that also take streamed vectors (resample._whole_vectors); rows
+    and runs of multiples of 8 stream. Results as the reference's."""
+    monkeypatch.setattr(plan, "STREAM_BYTES", 0)
+    cache_size(1 << 10)
+    x = np.random.default_rng(9).standard_normal(dims).astype(np.float32)
+    assert (plan_field(x, out_spatial, fmt, "stream") > 0) == streams
+    y = gen.resample(gen.Memory.from_array(x, format=fmt), alg="linear", out_spatial=out_spatial)
+    want = rr.forward(x, out_spatial, "linear")
+    scale = rr.forward_abs(x, out_spatial, "linear") + 1e-30
+    assert np.all(np.abs(y.to_array() - want) <= 1e-6 * scale)
