@@ -572,6 +572,40 @@ def test_streamed_runs_follow_the_source():
     assert run_b((2048, 3, 5, 127), "abcd", "acbd", "u8") == (3, 635, 127)
 
 
+# (row length, row pitch, types, whether the run kind streams): rows of 65 floats 70 apart
+# share lines; 64 of 80 fill whole lines; 1029 of 1034 hold RUN_STREAM_BYTES (4 KiB) of f32,
+# but not of bf16
+PADDED_ROWS = [(65, 70, ("f32", "f32"), False), (65, 70, ("f32", "bf16"), False),
+               (65, 70, ("s8", "f32"), False), (64, 80, ("f32", "f32"), True),
+               (64, 80, ("f32", "s8"), False), (1029, 1034, ("f32", "f32"), True),
+               (1029, 1034, ("f32", "bf16"), False)]
+
+
+@pytest.mark.parametrize("w,pitch,dtypes,want", PADDED_ROWS)
+def test_runs_stream_whole_lines_or_long(w, pitch, dtypes, want, monkeypatch):
+    """Into a destination that streams, the run kind streams only where each run starts on a
+    line and fills whole lines, or holds plan.RUN_STREAM_BYTES or more (plan._runs_stream):
+    elsewhere the lines runs share, and a converting run's first elements, would be stored
+    plainly between streamed lines. The same bits either way, from 1 and 2 threads."""
+    monkeypatch.setattr(plan, "cached", plan.cached.__wrapped__)  # each primitive plans anew
+    monkeypatch.setattr(plan, "STREAM_BYTES", 0)
+    dims = (2, 3, 5, w)
+    x = np.random.default_rng(w).integers(-60, 200, dims).astype(cref.np_dtype(dtypes[0]))
+    src = gen.Memory.from_array(x, "nchw")
+    dst = gen.MemoryDesc(dims, dtypes[1], strides=(15 * pitch, 5 * pitch, pitch, 1))
+    prim = gen.Reorder(src.desc, dst)
+    assert [(spec.kind, f["stream"] > 0) for spec, f in prim._plan.bound] == [("run", want)]
+    want_bits = cref.reference_reorder(src.to_array(), dtypes[1])
+    for threads in (1, 2):
+        out = gen.Memory(dst)
+        out.data[:] = 0xA5
+        prim(src, out, threads=threads)
+        cref.assert_same(out.to_array(), want_bits, what=f"{threads} threads")
+        row = pitch * out.desc.itemsize  # the last row ends without a gap
+        raw = np.frombuffer(bytes(out.data) + b"\xa5" * (30 * row - out.desc.nbytes), np.uint8)
+        assert np.all(raw.reshape(30, row)[:, w * out.desc.itemsize:] == 0xA5)  # gaps untouched
+
+
 def test_loop_order_guess():
     """The loops around a piece's kernel go in the source's order when its smallest outer
     stride in bytes is no longer than the destination's and at least a cache line, or is the
