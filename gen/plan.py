@@ -42,6 +42,9 @@ INTERLEAVE_STREAM_BYTES = 4 << 20
 # A tile work item with the most destination lines reads a source block of at most this many
 # bytes (about an L1 data cache) when its rows follow each other: see _tile_lines.
 TILE_BLOCK = 48 << 10
+# Destination lines of a tile's column (its rows' bytes) from which it may go through the
+# stage (_tile_staged): a move's, a conversion's.
+TILE_STAGE_LINES = (24, 6)
 # Rows of a tile's work item from which a move spreads its prefetches (_tile_prefetch).
 TILE_SPREAD = 32
 # A converting tile's buffer from the heap, for longer pieces of its rows (_tile_buffer)
@@ -176,7 +179,8 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
             even = _tile_even(rows, tables["b_tab"], a.src * src_esize, b.dst * esize, convert)
             starts = [piece.dst_off * esize] + [n.dst * esize for n in outer]
             whole = _tile_whole_lines(spec, tables["b_tab"], a.n + piece.pad, b, even, starts)
-            staged = not whole and _tile_staged(spec, a.n + piece.pad, lines, dst_nbytes, moved)
+            staged = not whole and _tile_staged(spec, a.n + piece.pad, lines, dst_nbytes, moved,
+                                                 convert)
             prefetch = _tile_prefetch(spec, rows, moved, lines, a.n + piece.pad, b.n, convert,
                                       staged)
             if choice is not None and choice.prefetch != "auto":
@@ -413,16 +417,27 @@ def _tile_buffer(spec, moved, lines, an, bn, src_esize, convert) -> int:
     return 0 if whole else TILE_HEAP_BUFFER
 
 
-def _tile_staged(spec, rows, lines, dst_nbytes, moved) -> bool:
+def _tile_staged(spec, rows, lines, dst_nbytes, moved, convert) -> bool:
     """Whether a tile whose columns start anywhere in a line streams through a stage (the
     template's _stage_out: each line written once, whole, from the stage; the rows that end
     an item's columns carried to the next item, which goes along A): when a work item's
-    columns have all their lines of rows (rows, destination padding included), and the
-    destination is half the call's bytes (`moved`) or more. Measured on Zen5 in alternating
-    processes, specialised, 1 / 2 threads: rand05 (f32, columns of 16380 bytes) 1.5-1.75 /
-    1.3x, rand06 (s8 -> f32, 8116 bytes) 1.7 / 1.75x faster than plain stores; rand14 (f32 ->
-    s8, into a fifth of the bytes) 0.75-0.8 / 1.0x, rand18 (the same share) 1.05 / 1.1-1.15x."""
-    return rows >= lines * spec.tile_a and 2 * dst_nbytes >= moved
+    columns have all their lines of rows (rows, destination padding included), a column
+    holds TILE_STAGE_LINES of bytes or more, and the destination is half the call's bytes
+    (`moved`) or more. Measured on Zen5 in alternating processes, specialised, 1 / 2
+    threads: rand05 (f32, columns of 16380 bytes) 1.5-1.75 / 1.3x, rand06 (s8 -> f32, 8116
+    bytes) 1.7 / 1.75x faster than plain stores; rand14 (f32 -> s8, into a fifth of the
+    bytes) 0.75-0.8 / 1.0x, rand18 (the same share) 1.05 / 1.1-1.15x. A short column has a
+    line or two streamed between its plain partial ones, and the stage costs more than
+    they gain. Zen4, in one process, abc -> cba of R x 42 x K (40 MB of f32), 1 / 2 threads,
+    staged against plain: a move of f32 columns of 152 and 1000 bytes 0.72x and 0.86 /
+    0.86x, 2004 bytes 1.04 / 1.14x, 4004 1.24 / 1.22x, bf16 of 1002 bytes the same, 2002
+    1.12x; s8 -> f32 of 152 bytes 0.7 / 0.79x (the bench's rand01 of seed 2, aBcd4b -> bcda
+    with 38 rows, 0.5 / 0.6x), 300 bytes 0.85x, 396 0.9x, 492 1.16 / 1.23x, 1000 1.33 /
+    1.44x; bf16 -> f32 of 152 bytes 0.81x, 396 1.12x, 1000 1.44x (but rand06 of seed 1,
+    ABcd16b16a -> abdc with 123 rows, 0.88x)."""
+    lines_needed = TILE_STAGE_LINES[convert is not None]
+    return (rows >= lines * spec.tile_a and rows * spec.esize >= lines_needed * LINE
+            and 2 * dst_nbytes >= moved)
 
 
 def _tile_even(rows, cols, row_step, col_step, convert) -> bool:

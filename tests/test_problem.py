@@ -657,8 +657,9 @@ def test_tile_steps_evenly_spaced_rows_and_columns_without_tables():
 def test_tile_stages_columns_that_start_anywhere_in_a_line(monkeypatch):
     """A streaming tile whose destination columns start anywhere in a line (4004 bytes
     apart, or lines apart at outer positions that are not) streams through a stage
-    (plan._tile_staged) when an item's columns have all its rows and the destination is half
-    the bytes or more: not columns that start lines, nor a conversion into a quarter of the
+    (plan._tile_staged) when an item's columns have all its rows, hold 24 lines (a move) or
+    6 (a conversion) and the destination is half the bytes or more: not columns that start
+    lines, nor shorter columns (stored plainly), nor a conversion into a quarter of the
     bytes. The results are the reference's, from 1, 2 and 3 threads (items carry their last
     partial lines to the next; threads flush theirs), for every element size, a conversion,
     destination padding (1001 rows in blocks of 1004), a last tile that overlaps the one
@@ -672,14 +673,18 @@ def test_tile_stages_columns_that_start_anywhere_in_a_line(monkeypatch):
     assert staged((1001, 16, 67), "abc", "cba") == [(True, 1)]
     assert staged((1001, 1037), "ab", "ba", ("s8", "f32")) == [(True, 1)]
     assert staged((1001, 1037), "ab", "ba", ("f32", "s8")) == [(False, 0)]
+    assert staged((385, 2707), "ab", "ba") == [(True, 1)]  # 1540 bytes
+    assert staged((383, 2707), "ab", "ba") == [(False, 0)]
+    assert staged((97, 10837), "ab", "ba", ("s8", "f32")) == [(True, 1)]  # 388 bytes
+    assert staged((95, 10837), "ab", "ba", ("s8", "f32")) == [(False, 0)]
     monkeypatch.setattr(plan, "STREAM_BYTES", 0)  # small calls stream too
     monkeypatch.setattr(plan, "cached", plan.cached.__wrapped__)
     rng = np.random.default_rng(11)
-    cases = [((1001, 203), "ab", "ba", dt, dt, {}) for dt in ("u8", "f16", "f32", "f64")]
+    cases = [((2001, 203), "ab", "ba", dt, dt, {}) for dt in ("u8", "f16", "f32", "f64")]
     cases += [((1001, 203), "ab", "ba", "s8", "f32", dict(scales=[0.5])),
               ((3, 1001, 37), "abc", "acB1004b", "f32", "f32", {}),
-              ((2, 517, 1037), "abc", "acb", "bf16", "bf16", {}),
-              ((201, 16, 67), "abc", "cba", "f32", "f32", {})]
+              ((2, 1037, 807), "abc", "acb", "bf16", "bf16", {}),
+              ((401, 16, 67), "abc", "cba", "f32", "f32", {})]
     for dims, st, dt, sdt, ddt, attrs in cases:
         x = rng.integers(0, 100, dims).astype(np.float32)  # exact in every type
         src = (gen.Memory.from_array(x.astype(np.float64), st) if sdt == "f64"  # no conversion
