@@ -609,14 +609,21 @@ def test_runs_stream_whole_lines_or_long(w, pitch, dtypes, want, monkeypatch):
 def test_loop_order_guess():
     """The loops around a piece's kernel go in the source's order when its smallest outer
     stride in bytes is no longer than the destination's and at least a cache line, or is the
-    block a tile reads at one position (the destination's a line or more), else in the
-    destination's; zero pieces and single loops keep the destination's."""
+    block a tile reads at one position (the destination's a line or more), or is a line or
+    more and the destination's is not in a conversion into a quarter of the bytes; else in
+    the destination's; zero pieces and single loops keep the destination's."""
     # rand02's tile piece, f32 -> bf16: source steps of 256 bytes against 380
     rand02 = [Node(3, 76032, 902880), Node(4, 64, 225720), Node(11, 256, 5130),
               Node(27, 2816, 190)]
     assert plan.loop_order(rand02, 4, 2, False) == "src"
     # rand10's, f32 -> s8: 34048 bytes against 64
     assert plan.loop_order([Node(138, 8512, 136192), Node(2, 4711392, 64)], 4, 1, False) == "dst"
+    # rand03 of seed 2's runs, f32 -> s8: 988 bytes against 16; into bf16 (32) not
+    rand03 = [Node(54, 71136, 4608), Node(12, 247, 384), Node(24, 2964, 16)]
+    assert plan.loop_order(rand03, 4, 1, False) == "src"
+    assert plan.loop_order(rand03, 4, 2, False) == "dst"
+    assert plan.loop_order(rand03[:2] + [Node(24, 2964, 64)], 4, 1, False) == "dst"
+    assert plan.loop_order([Node(54, 8, 4608), Node(24, 2964, 16)], 4, 1, False) == "dst"
     assert plan.loop_order([Node(3, 32, 64), Node(5, 256, 16)], 2, 4, False) == "src"  # a tie
     # rand01's, f32 -> bf16: 32 bytes (half a line) against 224
     rand01 = [Node(2, 552160, 552160), Node(17, 8, 32480), Node(290, 136, 112)]
@@ -630,7 +637,7 @@ def test_loop_order_guess():
     assert plan.loop_order(blocked, 4, 4, False) == "dst"
     assert plan.loop_order(blocked, 4, 4, False, block=256) == "src"
     assert plan.loop_order(blocked, 4, 4, False, block=512) == "dst"
-    assert plan.loop_order(blocked, 4, 1, False, block=256) == "dst"  # 16-byte dst steps
+    assert plan.loop_order(blocked, 4, 2, False, block=256) == "dst"  # 32-byte dst steps
     [(spec, f)] = bound((64, 32, 3, 5), "ABcd4b16a4b", "bdca")
     assert spec.kind == "tile" and f["a_n"] * f["b_n"] * 4 == f["src_str"][-1] == 256
     # end to end: runs of 256 bytes along a, "abcd" -> "cbad": the outer loops c (source
