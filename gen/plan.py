@@ -47,6 +47,8 @@ TILE_BLOCK = 48 << 10
 TILE_STAGE_LINES = (24, 6)
 # Rows of a tile's work item from which a move spreads its prefetches (_tile_prefetch).
 TILE_SPREAD = 32
+# Bytes per row of a work item from which a move prefetches no rows at once (_tile_prefetch)
+TILE_PREFETCH_ROW = 512
 # A converting tile's buffer from the heap, for longer pieces of its rows (_tile_buffer)
 TILE_HEAP_BUFFER = 256 << 10
 
@@ -372,14 +374,23 @@ def _tile_prefetch(spec, rows, moved, lines, an, bn, convert, staged) -> int:
       4x32x32x64x64 1.35 / 1.07x faster;
     - a tile whose rows are a line each and follow each other (one region): nChw16c -> nchw
       32x64x56x56 1.2 / 1.05x, 16x128x56x56 1.2 / 1.25x, nCdhw16c -> ncdhw 1.4 / 1.1x faster
-      (rows of 4 lines, nhwc -> nchw, gain 10 % from it)."""
+      (rows of 4 lines, nhwc -> nchw, gain 10 % from it);
+    - a move that would prefetch at once (1) rows of TILE_PREFETCH_ROW bytes or more per
+      item: the hardware prefetcher follows those, and the burst held up the item's own
+      loads. Zen4, in one process, 1 / 2 threads, without against with: the bench's rand02
+      of seed 1 (rows of 580 bytes) 1.2 / 1.11x, rand14 of seed 3 (1088) 1.5 / 1.05x, rand09
+      of seed 2 (1152) 1.2 / 1.5x, rand11 of seed 2 (1856) 1.05 / 1.07x faster, rand10 and
+      rand08 of seed 3 (872, 696) the same; abc -> cba with 16 rows of 512 and 1024 bytes
+      1.46x and 1.3x at 1 thread. Rows of 256 bytes measured 0.9-1.26x: left."""
     if 2 * moved < llc_bytes() or _step(rows) < LINE:
         return 0
     line_rows = bn * spec.src_size == LINE and _evenly(rows, LINE)
     if line_rows or _quarters(spec, spec.src_size, convert) or (
             convert is None and not staged and bn > codegen.CHUNKS["tile_chunk"]):
         return 0
-    return _tile_prefetch_how(spec, lines, an, bn, convert)
+    how = _tile_prefetch_how(spec, lines, an, bn, convert)
+    row = min(bn, codegen.CHUNKS["tile_chunk"]) * spec.esize  # bytes an item reads per row
+    return 0 if convert is None and how == 1 and row >= TILE_PREFETCH_ROW else how
 
 
 def _tile_prefetch_how(spec, lines, an, bn, convert) -> int:

@@ -711,20 +711,23 @@ def test_tile_stages_columns_that_start_anywhere_in_a_line(monkeypatch):
 
 def test_tiles_prefetch_rows_apart_in_calls_past_the_cache(cache_size):
     """A tile prefetches its next work item's source rows when the call's bytes read and
-    written are half llc_bytes() or more and its rows are a cache line or more apart: nchw
-    -> nhwc of 2 x 33.5 MB with 16x16 pixels (rows 1 KB apart) and nhwc -> nchw with 32
+    written are half llc_bytes() or more and its rows are a cache line or more apart:
+    rand13 (cbdea -> aBcde4b, 64 MB, rows 11520 bytes apart) and nhwc -> nchw with 32
     channels (rows of 128 bytes) do, of 2 x 6.4 MB do not; s8 rows 16 bytes apart
-    (ABcd16a16b -> ABcd16b16a) do not. A move spreads them over the item's column tiles (2) where it has 32 rows and 4
-    tiles or more (nhwc -> nchw: 64 rows of 4 tiles), not 2 tiles of 16 columns (nChw16c ->
-    nchw), nor items of 16 rows (nchw -> nhwc); a conversion fetches them as it converts
-    (1). Neither a move whose next item reads on along the same rows (nchw -> nhwc with
+    (ABcd16a16b -> ABcd16b16a) do not. A move spreads them over the item's column tiles (2)
+    where it has 32 rows and 4 tiles or more (nhwc -> nchw: 64 rows of 4 tiles), not 2
+    tiles of 16 columns (nChw16c -> nchw), nor items of 16 rows (rand13); a conversion
+    fetches them as it converts (1). Neither a move whose next item reads on along the same rows (nchw -> nhwc with
     56x56 pixels: B takes 7 chunks), nor rows of a line that follow each other (nChw16c ->
-    nchw), nor a conversion to a quarter (f32 -> s8, u8) prefetches: the hardware prefetcher
-    follows what they read."""
+    nchw), nor a conversion to a quarter (f32 -> s8, u8), nor a move whose items read 512
+    bytes or more of each row at once (nchw -> nhwc with 16x16 pixels) prefetches: the
+    hardware prefetcher follows what they read."""
     def prefetch(dims, src, dst, dtypes=("f32", "f32")):
         return [f["prefetch"] for spec, f in bound(dims, src, dst, dtypes) if spec.kind == "tile"]
     cache_size(32 << 20)
-    assert prefetch((512, 64, 16, 16), "nchw", "nhwc") == [1]
+    # a move of short rows at once (rand13: 18 columns, 72 bytes), not rows of 1 KB
+    assert prefetch((18, 89, 31, 10, 16), "cbdea", "aBcde4b") == [1]
+    assert prefetch((512, 64, 16, 16), "nchw", "nhwc") == [0]
     assert prefetch((32, 64, 56, 56), "nhwc", "nchw") == [2]
     assert prefetch((8, 256, 28, 28), "nchw", "nhwc") == [0]
     assert prefetch((32, 64, 56, 56), "nChw16c", "nchw") == [0]
