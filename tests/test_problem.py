@@ -610,8 +610,9 @@ def test_loop_order_guess():
     """The loops around a piece's kernel go in the source's order when its smallest outer
     stride in bytes is no longer than the destination's and at least a cache line, or is the
     block a tile reads at one position (the destination's a line or more), or is a line or
-    more and the destination's is not in a conversion into a quarter of the bytes; else in
-    the destination's; zero pieces and single loops keep the destination's."""
+    more and the destination's is not in a conversion into a quarter of the bytes, or where
+    each side's step is the block it reads or writes at one position; else in the
+    destination's; zero pieces and single loops keep the destination's."""
     # rand02's tile piece, f32 -> bf16: source steps of 256 bytes against 380
     rand02 = [Node(3, 76032, 902880), Node(4, 64, 225720), Node(11, 256, 5130),
               Node(27, 2816, 190)]
@@ -640,6 +641,14 @@ def test_loop_order_guess():
     assert plan.loop_order(blocked, 4, 2, False, block=256) == "dst"  # 32-byte dst steps
     [(spec, f)] = bound((64, 32, 3, 5), "ABcd4b16a4b", "bdca")
     assert spec.kind == "tile" and f["a_n"] * f["b_n"] * 4 == f["src_str"][-1] == 256
+    # both sides' steps are the blocks read and written at one position (rand06 of seed 6,
+    # f16 cabd -> aBcd4b: 4 rows of 7 interleaved, 56 bytes each side): the source's, a tie
+    tie = [Node(553, 322, 12096), Node(11, 28, 1008), Node(36, 178066, 28)]
+    assert plan.loop_order(tie, 2, 2, False, block=56, dst_block=56) == "src"
+    assert plan.loop_order(tie, 2, 2, False, block=56) == "dst"
+    assert plan.loop_order(tie, 2, 2, False, block=28, dst_block=56) == "dst"
+    [(spec, f), _] = bound((553, 46, 36, 7), "cabd", "aBcd4b", ("f16", "f16"))
+    assert spec.kind == "interleave" and f["src_str"][-1] == 56 and f["dst_str"][-1] == 2016
     # end to end: runs of 256 bytes along a, "abcd" -> "cbad": the outer loops c (source
     # step 256 bytes, destination 7680) and b (1792, 1536) run in the source's order
     [(spec, f)] = bound((6, 5, 7, 64), "abcd", "cbad")
