@@ -252,7 +252,7 @@ def loop_order(outer, src_esize: int, esize: int, zero: bool, block: int = 0,
     tie, where each side's step is the block (`block`, `dst_block`: bytes) its kernel reads
     or writes at one position, whatever its size: both sides then go on in order (the
     bench's rand06 of seed 6, f16 cabd -> aBcd4b, interleaving 4 rows of 14 bytes into 56,
-    2.3 / 2.0x faster at 1 / 2 threads than with reads 356 KB apart, Zen4)."""
+    1.9-2.3 / 2.0-2.4x faster at 1 / 2 threads than with reads 356 KB apart, Zen4)."""
     if zero or len(outer) < 2:
         return "dst"
     src_step = min(abs(n.src) for n in outer) * src_esize
@@ -260,7 +260,7 @@ def loop_order(outer, src_esize: int, esize: int, zero: bool, block: int = 0,
     quarter = src_esize >= 4 * esize
     return "src" if LINE <= src_step <= dst_step or LINE <= dst_step and src_step == block \
         or quarter and dst_step < LINE <= src_step \
-        or src_step == block and dst_step == dst_block else "dst"
+        or 0 < src_step == block and dst_step == dst_block else "dst"
 
 
 def _block(spec, a, b) -> int:
