@@ -726,11 +726,11 @@ def test_tiles_prefetch_rows_apart_in_calls_past_the_cache(cache_size):
     (ABcd16a16b -> ABcd16b16a) do not. A move spreads them over the item's column tiles (2)
     where it has 32 rows and 4 tiles or more (nhwc -> nchw: 64 rows of 4 tiles), not 2
     tiles of 16 columns (nChw16c -> nchw), nor items of 16 rows (rand13); a conversion
-    fetches them as it converts (1). Neither a move whose next item reads on along the same rows (nchw -> nhwc with
-    56x56 pixels: B takes 7 chunks), nor rows of a line that follow each other (nChw16c ->
-    nchw), nor a conversion to a quarter (f32 -> s8, u8), nor a move whose items read 512
-    bytes or more of each row at once (nchw -> nhwc with 16x16 pixels) prefetches: the
-    hardware prefetcher follows what they read."""
+    fetches them as it converts (1). Neither a move whose next item reads on along the same
+    rows (nchw -> nhwc with 56x56 pixels: B takes 7 chunks), nor rows of a line that follow
+    each other (nChw16c -> nchw), nor a conversion to a quarter (f32 -> s8, u8), nor a move
+    whose items read 512 bytes or more of each row at once (nchw -> nhwc with 16x16 pixels)
+    prefetches: the hardware prefetcher follows what they read."""
     def prefetch(dims, src, dst, dtypes=("f32", "f32")):
         return [f["prefetch"] for spec, f in bound(dims, src, dst, dtypes) if spec.kind == "tile"]
     cache_size(32 << 20)
