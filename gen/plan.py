@@ -276,14 +276,10 @@ def _block(spec, a, b) -> int:
 def _dst_block(spec, a, b) -> int:
     """Elements a tile or interleave writes at one outer position where they are one block
     in dst (its nodes, by destination stride, each following the ones before), else 0."""
-    if spec.kind not in ("tile", "interleave"):
+    nest = sorted(_nest(a) + _nest(b), key=lambda n: abs(n.dst))
+    if spec.kind not in ("tile", "interleave") or not registry.follows(nest, 1, "dst"):
         return 0
-    size = 1
-    for n in sorted(_nest(a) + _nest(b), key=lambda n: abs(n.dst)):
-        if n.n > 1 and n.dst != size:
-            return 0
-        size *= n.n
-    return size
+    return math.prod(n.n for n in nest)
 
 
 def _nest(x) -> list:

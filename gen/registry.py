@@ -134,10 +134,10 @@ def _runs_gathered(a, b, others, width: int, pad: int, src_dtype: str):
     return (a, b + g) if ok else None
 
 
-def follows(nest, step: int) -> bool:
-    """Whether a nest's elements are `step` apart in src, in order (rows of `step` elements
-    that follow each other)."""
-    return all(n.src == step * _size(nest[:k]) for k, n in enumerate(nest))
+def follows(nest, step: int, side: str = "src") -> bool:
+    """Whether a nest's elements are `step` apart on `side` ("src" or "dst"), in order (rows
+    of `step` elements that follow each other)."""
+    return all(getattr(n, side) == step * _size(nest[:k]) for k, n in enumerate(nest))
 
 
 def choose(nodes, zero: bool, esize: int, pad: int = 0, convert=None, tile: bool = True,
