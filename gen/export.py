@@ -35,6 +35,7 @@ class Source:
     plans: list = field(default_factory=list)  # reorder-kind Plans (pieces)
     convert: object = None  # the reorder's attributes (reorder_op.Attrs) or None
     resample: object = None  # a resample _Plan key, dst bytes
+    mid: int = 0  # bytes of a staged reorder's intermediate: plans[0] writes it, plans[1] reads it
 
 
 def _c_name(name: str) -> str:
@@ -78,7 +79,13 @@ def render(src: Source) -> "tuple[str, str]":
                 f".dst_zp = {constants.literal('float', dzp)}, "
                 f".beta = {constants.literal('float', beta)}, "
                 f".sum = {int(at.sum_scale is not None)}")
-    for p in plans:
+    # each plan's source and destination: a staged reorder's steps meet in `mid`, the second
+    # after every thread's share of the first (GEN_EXPORT_BARRIER)
+    ends = [("src", "mid"), ("mid", "dst")] if src.mid else [("src", "dst")] * len(plans)
+    for p, (a, b) in zip(plans, ends):
+        if a == "mid":
+            for tier, _ in TIERS:
+                calls[tier].append("GEN_EXPORT_BARRIER")
         for tier, _ in TIERS:
             # gen's own tier as gen runs it (with its measured wisdom), the others as guessed
             choice = p.choice if tier == registry.isa() else None
@@ -87,7 +94,7 @@ def render(src: Source) -> "tuple[str, str]":
                 specs[tier].append(spec)
                 if spec.cvt:
                     pairs.add((spec.src, spec.dst))
-                calls[tier].append(f"{spec.name}(src, dst, &{name}_pieces[{len(pieces[tier])}], "
+                calls[tier].append(f"{spec.name}({a}, {b}, &{name}_pieces[{len(pieces[tier])}], "
                                    f"{'&at' if attr else 'at'}, ithr, nthr);")
                 pieces[tier].append(constants.piece(fields, tables[tier],
                                            f"{name}_{tier}_{len(pieces[tier])}"))
@@ -104,7 +111,7 @@ def render(src: Source) -> "tuple[str, str]":
                src_bytes=src.src_bytes,
                dst_bytes=src.dst_bytes, reads_dst=src.reads_dst, guard=f"GEN_EXPORT_{name}_H",
                common=codegen.render_common("scalar"), tiers=tiers, arrays=arrays,
-               resample=resample_init, attr=attr,
+               resample=resample_init, attr=attr, mid=src.mid,
                parallel=traffic >= 2 * plan.BYTES_PER_THREAD)
     return codegen.render("export.c.j2", **ctx), codegen.render("export.h.j2", **ctx)
 
@@ -119,8 +126,10 @@ def reorder_source(name, dims, src, dst, **attrs) -> Source:
     p = reorder_op._plan(sd.dims, Layout.of_desc(sd), Layout.of_desc(dd), dd.dtype, dd.nbytes, at)
     about = [f"reorder of dims {_dims(sd.dims)}: src {_desc(sd)} -> dst {_desc(dd)}",
              "attributes: " + _attrs(at)]
+    staged = isinstance(p, reorder_op.Staged)
     return Source(_c_name(name), about, sd.nbytes, dd.nbytes,
-                  bool(at and at.sum_scale is not None), [p], at)
+                  bool(at and at.sum_scale is not None), list(p.steps) if staged else [p], at,
+                  mid=p.nbytes if staged else 0)
 
 
 def shuffle_source(name, dims, src, axis=1, group=1, backward=False) -> Source:

@@ -207,6 +207,10 @@ REORDERS = [
     # large enough for the OpenMP path (traffic >= 2 x 128 KiB)
     ("big_nchw_nhwc", (2, 32, 24, 24), "f32:nchw", "f32:nhwc", {}, False),
     ("big_bf16_f32", (2, 40, 24, 24), "bf16:nChw16c", "f32:nhwc", {}, False),
+    # blocks that do not nest over 22000 indices: two steps through an intermediate, the
+    # second after every thread's first (an OpenMP barrier)
+    ("big_staged", (22000, 3), "f32:Ab4a", "s8:Ab3a", {"scales": [0.5], "sum_scale": 0.5},
+     True),
 ]
 
 

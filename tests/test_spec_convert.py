@@ -491,6 +491,30 @@ def test_converting_tiles_over_gapped_rows(sdt, ddt):
             run_convert(a, sspec, ddt, dspec, threads=threads)
 
 
+@pytest.mark.parametrize("sdt,ddt", [("f32", "s8"), ("s8", "f32"), ("bf16", "u8"), ("f16", "f16")])
+def test_conversions_between_blocks_that_do_not_nest_through_an_intermediate(sdt, ddt,
+                                                                              monkeypatch):
+    """Past reorder.GATHER_INDICES (here 8) index combinations of the axes whose blocks do
+    not nest, src goes into a dense intermediate of its type, which the second step converts
+    with the attributes: a scale per channel (the axis that does not nest), zero points, a
+    sum; at 1 and 2 threads."""
+    from gen.ops import reorder as reorder_op
+    monkeypatch.setattr(reorder_op, "GATHER_INDICES", 8)
+    shape, sspec, dspec = (7, 11, 13, 5), "aBcd4b", "aBcd3b"
+    prim = gen.Reorder(gen.MemoryDesc(shape, sdt, sspec), gen.MemoryDesc(shape, ddt, dspec),
+                       scales=[0.5])
+    assert isinstance(prim._plan, reorder_op.Staged)
+    a = tensor(sdt, shape, "staged", sspec)
+    s2 = mask_scales(shape, 2, rng_of("staged", shape))
+    old = tensor(ddt, shape, "staged old", dspec)
+    for threads in (1, 2):
+        run_convert(a, sspec, ddt, dspec, {"scales": s2, "scale_mask": 2,
+                                           "src_zero_point": SZP[sdt],
+                                           "dst_zero_point": DZP[ddt]}, threads=threads)
+        run_convert(a, sspec, ddt, dspec, {"scales": 0.5, "sum_scale": 0.25}, dst_old=old,
+                    threads=threads)
+
+
 # Conversions into larger blocks, whose short runs (2 or 4 channels) follow each other in dst
 # along the source blocks and then along the pixels: the run kernel gathers several pixels'
 # runs in dst order and converts them at once (registry.options' nest (B, C)); channel tails in

@@ -146,6 +146,23 @@ def test_tune_times_the_tiles_prefetches(monkeypatch):
         assert np.array_equal(out.to_array(), a), mode
 
 
+def test_tune_keeps_the_guess_of_a_reorder_through_an_intermediate(monkeypatch):
+    """A reorder whose blocks do not nest past GATHER_INDICES runs two plans
+    (reorder.Staged): tune times that guess alone, keeps it and records no wisdom."""
+    from gen.ops import reorder as reorder_op
+    monkeypatch.setattr(reorder_op, "GATHER_INDICES", 4)
+    a = np.random.default_rng(4).standard_normal((9, 5)).astype(np.float32)
+    s = gen.Memory.from_array(a, "Ab4a")
+    prim = gen.Reorder(s.desc, gen.MemoryDesc(a.shape, "f32", "Ab3a"))
+    staged = prim._plan
+    assert isinstance(staged, reorder_op.Staged)
+    res = gen.tune(prim, repeat=2)
+    assert prim._plan is staged and not wisdom._known
+    assert res["kernel"] == prim.kernel
+    assert list(res["candidates"]) == [prim.kernel + " stream=auto order=auto prefetch=auto"]
+    assert np.array_equal(prim(s, gen.Memory(prim.dst_desc)).to_array(), a)
+
+
 def test_tune_shuffle():
     desc = gen.MemoryDesc((2, 12, 5, 6), "f32", "nhwc")
     sh = gen.ShuffleChannels(desc, group=3)
