@@ -18,7 +18,7 @@ from .. import dtypes, plan, registry, runtime
 from ..errors import Error, SetOnce, checked
 from ..layout import MemoryDesc, concrete
 from ..memory import Memory, Operand, check_call
-from ..problem import Layout, NestError, nest
+from ..problem import Layout, nest
 
 # Zero points are int32 values, as oneDNN's, whatever the data type (a u8 destination may take
 # -3: the formula's saturation applies), used as the f32 nearest them
@@ -169,10 +169,11 @@ GATHER_INDICES = 128
 GATHER_BYTES = 1 << 21
 
 
-def _unnested(dims, src: Layout, dst: Layout) -> "tuple[list, int]":
+@functools.lru_cache(maxsize=256)
+def _unnested(dims, src: Layout, dst: Layout) -> "tuple[tuple, int]":
     """The axes whose blocks do not nest between src and dst (A4a -> A3a), and their index
-    combinations."""
-    axes = [axis for axis in range(len(dims)) if not nest(axis, src, dst)]
+    combinations; plan.cached raises NestError on such axes, before it caches anything."""
+    axes = tuple(axis for axis in range(len(dims)) if not nest(axis, src, dst))
     return axes, math.prod(dims[axis] for axis in axes)
 
 
@@ -213,13 +214,12 @@ class Staged:
 def _plan(dims, src: Layout, dst: Layout, dst_dtype, dst_nbytes, at: "Attrs | None"):
     esize = dtypes.itemsize(dst_dtype)
     scales = () if at is None else (at.convert, at.scale_layout(dims))
-    try:
+    axes, count = _unnested(dims, src, dst)
+    if not axes:
         return plan.cached(dims, src, dst, esize, dst_nbytes, *scales)
-    except NestError:  # found before anything is cached: a miss each call, then a hit below
-        pass
     src_esize = dtypes.TABLE[at.convert.src].size if at else esize
     moved = math.prod(dims) * (src_esize + esize)
-    if _unnested(dims, src, dst)[1] <= GATHER_INDICES and moved <= GATHER_BYTES:
+    if count <= GATHER_INDICES and moved <= GATHER_BYTES:
         return plan.cached(dims, _gathered(dims, src, dst), dst, esize, dst_nbytes, *scales)
     strides = [math.prod(dims[axis + 1:]) for axis in range(len(dims))]
     mid, nbytes = Layout.strided(dims, tuple(strides)), math.prod(dims) * src_esize
