@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -93,24 +94,25 @@ class Exported:
     def __init__(self, out, name, openmp_run=False):
         self.out, self.name = out, name
         self.header = (out / f"{name}.h").read_text()
-        c = f"{name}.c"
-        # The contract's command line, exactly (portable path), then the vector path and OpenMP.
-        compile_c(out, CFLAGS + ["-c", c])
-        for flags in VECTOR_BUILDS.values():
-            compile_c(out, CFLAGS + flags + ["-c", c])
-        compile_c(out, CFLAGS + ["-fopenmp", "-c", c])
-        self.builds = {"portable": self._load([])}
-        self.builds.update((name, self._load(flags)) for name, flags in VECTOR_BUILDS.items())
+        # The contract's command line, exactly (portable path); a shared library per build
+        # (portable, each vector tier's flags, and with openmp_run each with -fopenmp too),
+        # under the same -Werror; without openmp_run, an object under -fopenmp. The compiles
+        # run at once: one after another, they took this file 4 of the suite's 9 minutes.
+        builds = {"portable": []}
+        builds.update(VECTOR_BUILDS)
         if openmp_run:
-            self.builds["openmp"] = self._load(["-fopenmp"])
-            self.builds.update((name + "+openmp", self._load(flags + ["-fopenmp"]))
-                               for name, flags in VECTOR_BUILDS.items())
-
-    def _load(self, extra):
-        so = self.out / f"lib{self.name}_{os.getpid()}_{next(_counter)}.so"
-        compile_c(self.out, CFLAGS + extra + ["-fPIC", "-shared", f"{self.name}.c", "-o",
-                                              so.name, "-lm"])
-        return ctypes.CDLL(str(so))
+            builds["openmp"] = ["-fopenmp"]
+            builds.update((name + "+openmp", flags + ["-fopenmp"])
+                          for name, flags in VECTOR_BUILDS.items())
+        objects = [CFLAGS + ["-c", f"{name}.c", "-o", f"{name}_contract.o"]]
+        if not openmp_run:
+            objects.append(CFLAGS + ["-fopenmp", "-c", f"{name}.c", "-o", f"{name}_omp.o"])
+        libs = {b: f"lib{name}_{os.getpid()}_{next(_counter)}.so" for b in builds}
+        commands = objects + [CFLAGS + flags + ["-fPIC", "-shared", f"{name}.c", "-o", libs[b],
+                                                "-lm"] for b, flags in builds.items()]
+        with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+            list(pool.map(lambda args: compile_c(out, args), commands))
+        self.builds = {b: ctypes.CDLL(str(out / so)) for b, so in libs.items()}
 
     def sizes(self, build):
         lib = self.builds[build]
