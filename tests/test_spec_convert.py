@@ -737,6 +737,29 @@ def test_bf16_to_array_dtype():
     assert m2.desc.dtype == "bf16"
 
 
+def test_bf16_in_a_process_that_never_imported_ml_dtypes():
+    """`import gen` leaves ml_dtypes (slow to import) until a bf16 array is made or read; the
+    name 'bfloat16' that NumPy knows only after that import still names bf16, and a bf16
+    result's array is ml_dtypes' bfloat16."""
+    code = """if True:
+        import sys
+        import numpy as np
+        import gen
+        assert "ml_dtypes" not in sys.modules, "imported with gen"
+        assert gen.MemoryDesc((2, 3), "bfloat16", "ab").dtype == "bf16"
+        x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
+        arr = gen.reorder(x, gen.MemoryDesc((2, 3), "bf16", "ba")).to_array()
+        assert arr.dtype.name == "bfloat16", arr.dtype
+        assert (arr.astype(np.float32) == x).all(), arr
+        back = gen.reorder(arr, gen.MemoryDesc((2, 3), "f32", "ab")).to_array()
+        assert (back == x).all(), back
+        print("ok")
+    """
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
+
+
 # ============================================================================== primitive
 
 
