@@ -90,11 +90,19 @@ def _avx512_maskloads(prefix):
     return {e: f"{prefix}_maskz_loadu_epi{8 * e}(gen_lanes({{n}}), {{p}})" for e in (1, 2, 4, 8)}
 
 
-# Stores of 4-byte elements under a mask: AVX2's of sign bits, AVX-512's of a mask register
-# (vmaskmovps is microcoded on AMD: NCHW 2x down linear, 28 outputs a row, spent a sixth of
-# its time in the row's last store; Zen4)
-_AVX2_MASKSTORE = {4: "_mm256_maskstore_epi32((int *)({p}), _mm256_cmpgt_epi32(_mm256_set1_epi32"
-                      "((int)({n})), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), {v})"}
+# Stores of the first {n} (1 to 7) 4-byte lanes of {v}: AVX-512's under a mask register; for
+# AVX2 a store of 4, 2 and 1 lanes as n's bits ask, not vmaskmovps, microcoded on AMD (NCHW 2x
+# down linear, rows of 28 outputs, spent a sixth of its row step in that store; Zen4). A
+# statement of its own, as exported C has no vector helpers outside the kernels.
+_AVX2_MASKSTORE = {4: (
+    "do {{ char *gen_p = (char *)({p}); const int64_t gen_n = {n}; "
+    "__m128i gen_x = _mm256_castsi256_si128({v}); "
+    "if (gen_n & 4) {{ _mm_storeu_si128((__m128i *)gen_p, gen_x); "
+    "gen_x = _mm256_extracti128_si256({v}, 1); gen_p += 16; }} "
+    "if (gen_n & 2) {{ _mm_storel_epi64((__m128i *)gen_p, gen_x); "
+    "gen_x = _mm_srli_si128(gen_x, 8); gen_p += 8; }} "
+    "if (gen_n & 1) {{ const int32_t gen_l = _mm_cvtsi128_si32(gen_x); "
+    "memcpy(gen_p, &gen_l, 4); }} }} while (0)")}
 _AVX512_MASKSTORE = {4: "_mm256_mask_storeu_epi32({p}, (__mmask8)gen_lanes({n}), {v})"}
 
 
