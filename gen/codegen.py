@@ -89,14 +89,17 @@ def _store_rows(nets, width):
                    for t, net in enumerate(nets)]) for col in range(width)] if nets else []
 
 
-def render_kernel(spec, linkage: str = "", spread: bool = False) -> str:
+def render_kernel(spec, linkage: str = "", spread: bool = False, steps16: bool = True,
+                  steps32: bool = True) -> str:
     """One kernel's C; `linkage` "static " keeps an exported file's kernels private. `spread`:
     a tile that moves bytes spreads its prefetches where a piece asks (prefetch 2), as only
     a specialised module renders it (the larger kernel changed the compiler's inlining of
-    every other problem's micro kernels: rand08 1.25x slower)."""
+    every other problem's micro kernels: rand08 1.25x slower). `steps16`, `steps32`: the
+    weighted resampling's wide row steps, which a specialised module renders only where its
+    problem takes them (resample.Tables.row_steps)."""
     ctx = dict(CHUNKS, spec=spec, isa=TIERS[spec.isa], vector=spec.vector,
                dt=TABLE[spec.src] if spec.src else None, linkage=linkage, line=LINE,
-               spread=spread)
+               spread=spread, steps16=steps16, steps32=steps32)
     if spec.kind == "tile":
         ctx.update(_tile_context(spec))
     if spec.kind == "interleave":

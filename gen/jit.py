@@ -184,7 +184,8 @@ def source(pieces, resample, cflags) -> str:
         convert=codegen.render_convert(isa, sorted({(s.src, s.dst) for s, _ in pieces
                                                     if s.cvt})),
         kernels="\n".join(codegen.render_kernel(s, LINKAGE, spread=any(
-                              f.get("prefetch") == 2 for t, f in pieces if t.name == s.name))
+                              f.get("prefetch") == 2 for t, f in pieces if t.name == s.name),
+                              **(resample[1].row_steps() if resample else {}))
                           for s in {s.name: s for s in specs}.values()),
         arrays=arrays, pieces=inits, resample=init, calls=[spec.name for spec, _ in pieces],
         resample_kernel=resample[0].name if resample else "")

@@ -221,6 +221,34 @@ def test_specialised_tiles_spread_their_prefetches(tmp_path, cache_size):
     assert all(k.startswith("jit:reorder_tile_e4") for k in json.loads(p.stdout)), p.stdout
 
 
+def test_specialised_resampling_renders_the_row_steps_it_takes(tmp_path):
+    """A specialised NCHW linear resampling renders only the 512-bit row steps its tables take
+    (resample.Tables.row_steps): none in rows of 28 (2x down, whose 16-output windows it
+    leaves to 8-wide steps), 16 outputs at once in rows of 80, 8 from 32 sources in 2x up's
+    backward; each gives the generic kernels' bytes and the reference's values."""
+    cases = [("resample_linear_f32", {"dims": [2, 8, 30, 56], "resample": ["f32", "nchw"],
+                                      "alg": "linear", "out": [15, 28]}),
+             ("resample_linear_f32", {"dims": [2, 8, 20, 40], "resample": ["f32", "nchw"],
+                                      "alg": "linear", "out": [41, 80]}),
+             ("resample_linear_f32", {"dims": [2, 8, 14, 28], "resample": ["f32", "nchw"],
+                                      "alg": "linear", "out": [28, 56], "backward": True})]
+    tables = []
+    for _, case in cases:
+        dims, out = tuple(case["dims"]), tuple(case["dims"][:2]) + tuple(case["out"])
+        src, dst = (out, dims) if case.get("backward") else (dims, out)
+        prim = (gen.ResampleBackward if case.get("backward") else gen.Resample)(
+            gen.MemoryDesc(src, "f32", "nchw"), gen.MemoryDesc(dst, "f32", "nchw"),
+            alg="linear")
+        tables.append(prim._plan.tables)
+    assert [t.row_steps() for t in tables] == [
+        {"steps16": False, "steps32": False}, {"steps16": True, "steps32": False},
+        {"steps16": False, "steps32": True}]
+    assert (tables[0].fields["win16"][1] > 0).any()  # which the generic kernel takes
+    p = run_py(child(cases), tmp_path, **jit_env(tmp_path / "cache"))
+    kernels = json.loads(p.stdout)
+    assert all(k.startswith("jit:resample_linear_f32") for k in kernels), p.stdout
+
+
 def test_off_builds_nothing(tmp_path):
     code = """
     import numpy as np, gen

@@ -45,6 +45,9 @@ PREFETCH_BYTES = 32 << 10
 SPAN_TAPS = 4
 SPAN_LINE_BYTES = 12 << 10
 SPAN_LINE_BYTES_BACKWARD = 6 << 10
+# Outputs of the last axis from which a specialised module renders 16-wide row steps
+# (see Tables.row_steps)
+WIDE_ROW = 64
 # An output size past any descriptor's (floor(in * factor) of a huge factor)
 MAX_SIZE = 1 << 62
 # Channels-last by rank: the format "any" picks (runs of channels vectorise).
@@ -121,6 +124,25 @@ class Tables:
             self.fields[name] = value
         else:
             self.fields.setdefault(name, {})[index] = value
+
+    def row_steps(self) -> dict:
+        """The weighted kernel's 512-bit row steps a specialised module renders for these
+        tables (codegen.render_kernel, templates/resample.c.j2 _rows): 16 outputs at once
+        where the tables take them (win16) in rows of WIDE_ROW outputs or more, and 8 from
+        two 16-float loads where they take those (a window of 32 sources, wide 2 or 3, or of
+        16 for other than two taps). Without the others, gcc folds a row's steps whole: NCHW
+        2x down, rows of 28, 197-316 -> 141-199 us at 1 thread, 128-186 -> 84-99 at 2
+        (Zen4, alternating processes); in rows of 112 (NCHW 2x up) 16-wide steps were 1.1x
+        faster, in rows of 64 (NCDHW 2x up) the same. Same bits: _rows16 computes as the
+        8-wide steps do. The nearest kernel's tables take none."""
+        def table(name):
+            return self.fields[name][1] if name in self.fields else np.zeros(0, np.int32)
+        win, wide = table("win"), table("wide")
+        two = self.fields.get("taps2") == 2
+        out = self.fields.get("out", {})
+        long = bool(out) and out[max(out)] >= WIDE_ROW  # the last axis's outputs
+        return {"steps16": long and bool((table("win16") > 0).any()),
+                "steps32": bool(((win > 0) & ((wide >= 2) | (wide == 1) & (not two))).any())}
 
     def entries(self) -> int:
         """Elements of all the arrays."""
