@@ -91,7 +91,8 @@ def streams(dst_nbytes: int, floor: int = None, traffic: int = None) -> bool:
     kernel kind: 6.4 MB copied 25-45 % faster with plain stores, 25.7 MB 1.5-2x slower;
     f32 -> s8 of 33.5 MB into 8.4 MB 15-20 % faster streaming; a resampling that writes
     25.7 MB from 6.4 MB 1.3-2x faster streaming at 1 thread (so it counts as a copy of its
-    destination; at 2 threads plain stores won by 20 %)."""
+    destination; at 2 threads plain stores won by 20 %, on a later VM streaming ones by
+    1.2-1.7x: stream_threads)."""
     floor = STREAM_BYTES if floor is None else floor
     moved = _moved(dst_nbytes, traffic)
     return dst_nbytes >= floor and moved >= llc_bytes()
@@ -99,19 +100,18 @@ def streams(dst_nbytes: int, floor: int = None, traffic: int = None) -> bool:
 
 def stream_threads(dst_nbytes: int, floor: int = None, traffic: int = None) -> int:
     """The most threads that write with streaming stores (a kernel streams when its thread
-    count is at most this): none where streams() says no; one only for a call that expands
-    (its destination is 3/4 of its traffic or more) and moves less than 1.5x llc_bytes();
-    else any. At 2 threads such a call's plain stores found much of the destination in the
-    cache again, where streaming stores went to memory (Zen5, 32 MiB of L3, alternating in
-    one process: s8 -> f32 of 8.4 MB into 33.5 MB 1.1-1.5x faster; f32 -> s8 and f32 -> bf16
-    of the same sizes 3-12 % slower with plain stores, nchw -> nhwc and a shuffle of 51 MB
-    10-30 %); at 1 thread streaming was as fast or faster."""
-    if not streams(dst_nbytes, floor, traffic):
-        return 0
-    moved = _moved(dst_nbytes, traffic)
-    if 4 * dst_nbytes >= 3 * moved and 2 * moved < 3 * llc_bytes():
-        return 1
-    return ANY_THREADS
+    count is at most this): any where streams() says yes, else none. A call that expands
+    (its destination 3/4 of its traffic or more) and moves under 1.5x llc_bytes() used to
+    stream at 1 thread only, as a Zen5 measured it: at 2 threads, plain stores found much of
+    the destination in the cache again (s8 -> f32 of 8.4 MB into 33.5 MB 1.1-1.5x faster,
+    resampling 2x up 10-30 %). The Zen4 VM of _tile_stream_threads' later measurements
+    disagrees, alternating in one process at 2 threads: streaming 1.39x faster on that
+    s8 -> f32, 1.2-1.7x on linear 2x up of NCHW, NHWC, nChw16c, NCDHW and NDHWC (the
+    bench's), 1.2x on nearest NHWC, 1.05x on nearest NCHW. An earlier Zen4 VM had found
+    plain stores faster there (NDHWC 2x up into 16.8 MB 1.3-1.6x). Streaming stores run at
+    the memory's rate whatever else shares the cache, so they are the guess; gen.tune
+    measures the machine at hand."""
+    return ANY_THREADS if streams(dst_nbytes, floor, traffic) else 0
 
 
 def large(dst_nbytes: int, traffic: int = None) -> bool:

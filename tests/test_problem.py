@@ -831,15 +831,15 @@ def test_calls_that_fit_in_the_cache_never_stream(cache_size):
                          gen.MemoryDesc((8, 64, 128, 128), "s8", "nchw"), scales=[0.5])
     # 33.5 MB into 8.4
     assert {f["stream"] for _, f in f32_s8._plan.bound} == {plan.ANY_THREADS}
-    # expanding into a destination of 3/4 of the traffic or more, under 1.5x the cache:
-    # more threads keep plain stores (8.4 MB into 33.5; 25.7 MB into 25.7 streams)
+    # expanding into a destination of 3/4 of the traffic or more, under 1.5x the cache,
+    # streams at any thread count too (8.4 MB into 33.5)
     s8_f32 = gen.Reorder(gen.MemoryDesc((8, 64, 128, 128), "s8", "nchw"),
                          gen.MemoryDesc((8, 64, 128, 128), "f32", "nchw"), scales=[0.5])
-    assert {f["stream"] for _, f in s8_f32._plan.bound} == {1}
+    assert {f["stream"] for _, f in s8_f32._plan.bound} == {plan.ANY_THREADS}
     assert plan.stream_threads(25 << 20, traffic=50 << 20) == plan.ANY_THREADS
-    assert plan.stream_threads(30 << 20, traffic=40 << 20) == 1
-    assert plan.stream_threads(30 << 20, traffic=41 << 20) == plan.ANY_THREADS  # < 3/4
-    assert plan.stream_threads(48 << 20, traffic=48 << 20) == plan.ANY_THREADS  # 1.5x
+    assert plan.stream_threads(30 << 20, traffic=40 << 20) == plan.ANY_THREADS
+    assert plan.stream_threads(16 << 20, traffic=(32 << 20) - 1) == 0
+    assert plan.stream_threads((2 << 20) - 1, traffic=64 << 20) == 0  # under STREAM_BYTES
     assert not plan.streams(16 << 20, traffic=(32 << 20) - 1)
     assert plan.streams(16 << 20) and not plan.streams((16 << 20) - 1)
     cache_size("32M")
@@ -850,9 +850,8 @@ def test_calls_that_fit_in_the_cache_never_stream(cache_size):
 def test_tiles_stream_from_half_the_cache(cache_size):
     """A tile's stores, scattered, stream at one thread from half of llc_bytes() of traffic
     and at any thread count from 4/5 of it or from a destination of 9/32 of it
-    (plan._tile_stream_threads), where a copy keeps
-    plain stores up to llc_bytes() and a call that expands streams at one thread only up to
-    1.5x llc_bytes(); never under STREAM_BYTES of destination."""
+    (plan._tile_stream_threads), where a copy keeps plain stores up to llc_bytes(); never
+    under STREAM_BYTES of destination."""
     cache_size(32 << 20)
 
     def stream(dims, src, dst, dtypes=("f32", "f32")):
@@ -861,10 +860,9 @@ def test_tiles_stream_from_half_the_cache(cache_size):
     assert stream((2, 64, 128, 128), "nchw", "nhwc") == [1]  # 16 MiB: half
     assert stream((4, 64, 128, 128), "nchw", "nhwc", ("f32", "bf16")) == [1]  # 8.4 MB dst
     assert stream((4, 64, 128, 128), "nchw", "nhwc") == [plan.ANY_THREADS]  # 32 MiB
-    # s8 -> f32: 32.1 MB moved, and 40.1 MB, which stream_threads gives one thread
+    # s8 -> f32: 32.1 MB moved, and 40.1 MB
     assert stream((32, 64, 56, 56), "nchw", "nhwc", ("s8", "f32")) == [plan.ANY_THREADS]
     assert stream((40, 64, 56, 56), "nchw", "nhwc", ("s8", "f32")) == [plan.ANY_THREADS]
-    assert plan.stream_threads(32 << 20, traffic=40 << 20) == 1
     assert plan._tile_stream_threads(2 << 20, 16 << 20) == 1
     assert plan._tile_stream_threads((2 << 20) - 1, 32 << 20) == 0
     assert plan._tile_stream_threads(2 << 20, (16 << 20) - 1) == 0

@@ -142,17 +142,17 @@ def test_bad_cache_size_is_named(cache_size, monkeypatch):
     assert plan.llc_bytes() >= 0 and call()
 
 
-def test_more_threads_stream_only_past_the_cache(cache_size, monkeypatch):
-    """f32 streams at one thread from plan.streams' size (as a copy of its destination), at
-    any thread count only when the call's bytes (source and destination) reach llc_bytes(),
-    and 1.5x that for this call, which expands (plan.stream_threads); other types never.
-    Results are the same bits either way."""
+def test_f32_streams_past_the_cache_at_every_thread_count(cache_size, monkeypatch):
+    """f32 streams at any thread count where a copy of its destination, or the call's bytes
+    (source and destination), reach llc_bytes() (plan.stream_threads), and not below; other
+    types never. Results are the same bits either way."""
     x = np.random.default_rng(5).standard_normal((4, 32, 20, 24)).astype(np.float32)
     src = gen.Memory.from_array(x, format="nhwc")  # 245 KB; 2x up writes 983 KB
     monkeypatch.setattr(plan, "STREAM_BYTES", 0)
+    copy = 2 * 4 * 32 * 40 * 48 * 4
     results = set()
-    for llc, want in ((0, plan.ANY_THREADS), (1 << 19, plan.ANY_THREADS), (1 << 20, 1),
-                      (3 << 19, 1), (2 << 20, 0)):
+    for llc, want in ((0, plan.ANY_THREADS), (1 << 20, plan.ANY_THREADS),
+                      (copy, plan.ANY_THREADS), (copy + 1, 0)):
         cache_size(llc)
         assert plan_field(x, (40, 48), "nhwc", "stream") == want, llc
         assert plan_field(x, (40, 48), "nhwc", "stream", "bf16") == 0
@@ -186,19 +186,16 @@ def test_a_call_that_shrinks_streams_as_a_copy_of_its_source(alg, cache_size, mo
         assert len(results) == 1, fmt
 
 
-def test_buffer_path_of_channel_runs_streams_at_any_thread_count(cache_size, monkeypatch):
-    """Trilinear forward of channel runs (the buffer path, not the direct one) streams at any
-    thread count wherever it streams at one and its destination alone fills llc_bytes(),
-    though the call expands within 1.5x llc_bytes(); a destination under it, and NCDHW's
-    rows, keep plan.stream_threads' one thread. The same bits either way, at 1 and 2
-    threads."""
+def test_trilinear_streams_or_not_with_the_same_bits(cache_size, monkeypatch):
+    """Trilinear forward of channel runs (the buffer path, not the direct one) and of NCDHW's
+    rows streams at any thread count past llc_bytes() and stores plainly within it: the same
+    bits either way, at 1 and 2 threads, and the reference's values."""
     x = np.random.default_rng(8).standard_normal((1, 16, 4, 5, 8)).astype(np.float32)
     monkeypatch.setattr(plan, "STREAM_BYTES", 0)
-    cache_size(78 << 10)  # the call moves 90 KB: past the cache, under 1.5x of it
-    assert plan_field(x, (8, 10, 16), "ndhwc", "stream") == plan.ANY_THREADS
-    assert plan_field(x, (8, 10, 16), "ncdhw", "stream") == 1
-    cache_size(100 << 10)  # the destination's 80 KB stream as a copy's would, at 1 thread
-    assert plan_field(x, (8, 10, 16), "ndhwc", "stream") == 1
+    for llc, want in ((78 << 10, plan.ANY_THREADS), (1 << 30, 0)):  # the call moves 90 KB
+        cache_size(llc)
+        for fmt in ("ndhwc", "ncdhw"):
+            assert plan_field(x, (8, 10, 16), fmt, "stream") == want, (fmt, llc)
     for fmt in ("ndhwc", "ncdhw"):
         src = gen.Memory.from_array(x, format=fmt)
         results = set()

@@ -216,26 +216,20 @@ class _Plan:
                                                           np.arange(axes[2].out) * esize)
         rows = rows and (not nearest or np.abs(src_off).max(initial=0) < 2**31)
         tb.scalar("rows", rows)
-        # the most threads that stream (nearest forward, else f32 only): plan.stream_threads
-        # of the call's bytes, source and destination, and at least 1 thread from
-        # plan.streams' size, which counts a resampling as a copy of its destination. Where
-        # the call fits the last-level cache (or expands, below 1.5x), more threads' plain
-        # stores keep the destination there, faster than streaming at the memory's rate
-        # (Zen5, 2 threads, 2x up: 25.7 MB from 6.4 nChw16c 15-30 % faster, NCHW and NHWC
-        # 10-15 %; 33.5 MB from 4.2, NCDHW and NDHWC, the same; oneDNN v3.13 switches alike
-        # on this machine). Backward that shrinks counts as a copy of its source (all of
-        # diff_dst is read, unlike a forward call that skips source lines), at any thread
-        # count: reading it evicts the destination from the cache anyway (2x up backward,
+        # streaming stores (nearest forward, else f32 only), at any thread count
+        # (plan.stream_threads: 2x up at 2 threads, Zen5 and Zen4 disagree), where plan.streams
+        # says so of the call's bytes, source and destination, or of a copy of its destination
+        # (2x up: 25.7 MB from 6.4 1.3-2x faster streaming at 1 thread), or for backward, of a
+        # copy of its source: all of diff_dst is read, unlike a forward call that skips source
+        # lines, and reading it evicts the destination from the cache anyway (2x up backward,
         # 6.4 MB from 25.7: nearest and linear, NCHW, NHWC and nChw16c, 1.1-1.2x faster
         # streaming at 1 thread, at 2 as fast or up to 1.2x faster; Zen4, alternating runs)
         stream = 0
         if nearest or dtypes.name(key.dtype) == "f32":
             src_nbytes = math.prod(key.dims_in) * esize
-            traffic = src_nbytes + math.prod(key.dims_out) * esize
-            stream = (plan.stream_threads(dst_nbytes, traffic=traffic)
-                      or int(plan.streams(dst_nbytes)))
-            if not stream and key.backward:
-                stream = plan.stream_threads(dst_nbytes, traffic=2 * src_nbytes)
+            moved = max(src_nbytes + math.prod(key.dims_out) * esize, 2 * dst_nbytes,
+                        2 * src_nbytes if key.backward else 0)
+            stream = plan.stream_threads(dst_nbytes, traffic=moved)
             if choice is not None and choice.stream is not None:  # at one thread count, for all
                 stream = plan.ANY_THREADS if choice.stream else 0
         # a destination in memory (the direct path's condition below), which linear kernels
@@ -272,15 +266,6 @@ class _Plan:
             tb.scalar("direct", tb.fields["taps2"] <= 2 and tb.fields["kmax"] <= 2
                       and dtypes.name(key.dtype) == "f32" and int(runs.min()) >= 8
                       and (in_memory or shrinks or tb.fields["taps2"] == 1))
-            # the buffer path of channel runs streams at any thread count where one thread
-            # does and the destination alone fills the last-level cache: at 2 threads NDHWC 2x
-            # up (33.5 MB from 4.2, 16 or 32 channels) took 1.4-1.5x less time than with plain
-            # stores, nCdhw16c's blocks the same; from 2.1 MB into 16.8, plain stores 1.3-1.6x
-            # less (Zen4, alternating A/B; the direct path keeps plain stores there: nChw16c 2x
-            # up 1.19x faster with them)
-            if (not tb.fields["direct"] and not rows and tb.fields["stream"] > 0
-                    and dst_nbytes >= plan.llc_bytes()):
-                tb.scalar("stream", plan.ANY_THREADS)
         # a work item of the direct path takes up to direct_group outer positions whose runs
         # have one length (a blocked layout's channel blocks): they share the table reads. Their
         # source lines and destination rows stay within GROUP_BYTES: plain stores to NHWC 2x
