@@ -324,7 +324,7 @@ def _tile_stream_threads(dst_nbytes, moved) -> int:
       3x64x120x120 (22 MB) 1.7x; f32 -> bf16 1.5x; s8 -> f32 32x64x56x56 (32.1 MB) 3x;
     - 2 threads: s8 -> f32 nchw -> nhwc 24x64x56x56 (24 MB) 1.12x faster plain, 28x64x56x56
       1.1x faster streaming, 32x64x56x56 1.35x, 36x and 44x (36-44 MB, calls that expand,
-      which stream_threads gives one thread) 1.6-1.8x; f32 of 29.5 and 32 MB the same."""
+      which stream_threads then gave one thread) 1.6-1.8x; f32 of 29.5 and 32 MB the same."""
     if dst_nbytes < STREAM_BYTES:
         return 0
     if 5 * moved >= 4 * llc_bytes() or 32 * dst_nbytes >= 9 * llc_bytes():
