@@ -160,6 +160,17 @@ def test_f32_streams_past_the_cache_at_every_thread_count(cache_size, monkeypatc
             y = gen.resample(src, alg="linear", out_spatial=(40, 48), threads=threads)
             results.add(bytes(y.data))
     assert len(results) == 1
+    # 2x down: the call's bytes (source and destination) past the cache stream, though a
+    # copy of the destination fits
+    call = 4 * 32 * (20 * 24 + 10 * 12) * 4
+    results = set()
+    for llc, want in ((call, plan.ANY_THREADS), (call + 1, 0)):
+        cache_size(llc)
+        assert plan_field(x, (10, 12), "nhwc", "stream") == want, llc
+        for threads in (1, 2):
+            y = gen.resample(src, alg="linear", out_spatial=(10, 12), threads=threads)
+            results.add(bytes(y.data))
+    assert len(results) == 1
 
 
 @pytest.mark.parametrize("alg", ["nearest", "linear"])

@@ -222,8 +222,8 @@ def test_tune_resampling(alg, tmp_path):
 @pytest.mark.parametrize("threads,other", [(1, "0"), (2, "1")])
 def test_tune_times_stores_that_differ_at_its_thread_count(monkeypatch, threads, other):
     """A guess that streams at one thread only (as plan._tile_stream_threads gives some
-    tiles; patched in here) runs the code of `stream=1` at one thread and of `stream=0` at
-    two: tune times the other setting only."""
+    tiles; a resampling's, patched in here) runs the code of `stream=1` at one thread and of
+    `stream=0` at two: tune times the other setting only."""
     monkeypatch.setattr(plan, "stream_threads", lambda *args, **kw: 1)
     gen.forget_wisdom()  # no plan cached from before the patch
     r = gen.Resample(gen.MemoryDesc((1, 4, 16, 16), "f32", "nchw"),
