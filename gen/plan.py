@@ -107,10 +107,11 @@ def stream_threads(dst_nbytes: int, floor: int = None, traffic: int = None) -> i
     resampling 2x up 10-30 %). The Zen4 VM of _tile_stream_threads' later measurements
     disagrees, alternating in one process at 2 threads: streaming 1.39x faster on that
     s8 -> f32, 1.2-1.7x on linear 2x up of NCHW, NHWC, nChw16c, NCDHW and NDHWC (the
-    bench's), 1.2x on nearest NHWC, 1.05x on nearest NCHW. An earlier Zen4 VM had found
-    plain stores faster there (NDHWC 2x up into 16.8 MB 1.3-1.6x). Streaming stores run at
-    the memory's rate whatever else shares the cache, so they are the guess; gen.tune
-    measures the machine at hand."""
+    bench's), 1.2x on nearest NHWC; an hour later the linear ones the same, s8 -> f32 and
+    nearest NHWC within 6 % (nearest NCHW's rows never stream). An earlier Zen4 VM had
+    found plain stores faster there (NDHWC 2x up into 16.8 MB 1.3-1.6x). Streaming stores
+    run at the memory's rate whatever else shares the cache, so they are the guess;
+    gen.tune measures the machine at hand."""
     return ANY_THREADS if streams(dst_nbytes, floor, traffic) else 0
 
 
