@@ -90,16 +90,16 @@ def _store_rows(nets, width):
 
 
 def render_kernel(spec, linkage: str = "", spread: bool = False, steps16: bool = True,
-                  steps32: bool = True) -> str:
+                  steps32: bool = True, fused: bool = True) -> str:
     """One kernel's C; `linkage` "static " keeps an exported file's kernels private. `spread`:
     a tile that moves bytes spreads its prefetches where a piece asks (prefetch 2), as only
     a specialised module renders it (the larger kernel changed the compiler's inlining of
-    every other problem's micro kernels: rand08 1.25x slower). `steps16`, `steps32`: the
-    weighted resampling's wide row steps, which a specialised module renders only where its
-    problem takes them (resample.Tables.row_steps)."""
+    every other problem's micro kernels: rand08 1.25x slower). `steps16`, `steps32`, `fused`:
+    the weighted resampling's wide row steps, which a specialised module renders only where
+    its problem takes them (resample.Tables.row_steps)."""
     ctx = dict(CHUNKS, spec=spec, isa=TIERS[spec.isa], vector=spec.vector,
                dt=TABLE[spec.src] if spec.src else None, linkage=linkage, line=LINE,
-               spread=spread, steps16=steps16, steps32=steps32)
+               spread=spread, steps16=steps16, steps32=steps32, fused=fused)
     if spec.kind == "tile":
         ctx.update(_tile_context(spec))
     if spec.kind == "interleave":
@@ -165,7 +165,8 @@ def cdef(specs) -> str:
         "  int64_t taps2, pitch, nseg, cw, rsize, kmax, direct, flat, group, prefetch, span;",
         "  const int32_t *idx2;",
         "  const float *w2;",
-        "  const int64_t *seg, *soff2; } gen_resample;",
+        "  const int64_t *seg, *soff2;",
+        "  int64_t fused; const int32_t *fwin, *fperm; const float *fw; } gen_resample;",
         "typedef int (*gen_resample_fn)(const char *, char *, const gen_resample *, int, int);",
         "int gen_resample_run(intptr_t src, intptr_t dst, const gen_resample *r,",
         "                     gen_resample_fn fn, int nthr);",

@@ -154,6 +154,10 @@ RESAMPLES = [
     (1, 35, (67, 69), (133, 137), "nhwc", "f32"),   # >= 2 MiB destinations: streaming stores
     (1, 19, (67, 69), (133, 137), "nChw16c", "f32"),
     (2, 3, (67, 69), (211, 213), "nchw", "f32"),
+    # 2x down forward (linear) and 2x up backward (nearest) take their steps straight from the
+    # source, the last window of a row reaching past it (masked loads)
+    (1, 3, (6, 40), (3, 20), "nchw", "f32"),
+    (1, 3, (3, 20), (6, 40), "nchw", "f32"),
 ]
 
 

@@ -572,6 +572,23 @@ def test_16_wide_steps_of_taps_within_32_sources():
     assert rs._windows16(np.stack([np.arange(16), np.arange(16) + 1]))[0].tolist() == [0]
 
 
+def test_steps_straight_from_the_source_where_no_two_share_one():
+    """resample._fused: per step of 16 outputs (a last partial one too), the first of the 32
+    sources that hold its taps and their positions from there; none where two steps share a
+    source (2x up, and any ratio under 2), a step spans more than 32, or reads a padding
+    tap (index 0)."""
+    down = np.stack([np.arange(1, 57, 2), np.arange(2, 58, 2)])  # 28 outputs of 56 sources
+    win, perm = rs._fused(down)
+    assert win.tolist() == [1, 33] and perm.shape == (2, 32)
+    assert perm[:, :16].tolist() == [list(range(0, 32, 2)), list(range(1, 32, 2))]
+    assert perm[:, 16:28].tolist() == perm[:, :12].tolist()
+    assert (perm[:, 28:] == perm[:, 27:28]).all()  # run on by the last output's
+    assert rs._fused(np.stack([np.arange(32) // 2 + 1, np.arange(32) // 2 + 2]))[0] is None
+    assert rs._fused(down * 9 // 5)[0] is None  # 16 outputs of 1.8 sources each share some
+    assert rs._fused(down * 3)[0] is None  # 16 outputs span 96 sources
+    assert rs._fused(down - 1)[0] is None  # a padding tap
+
+
 def test_rows_all_in_16_wide_steps_go_in_pairs():
     """The `pairs` field (plain rows, two per row step on avx512): where every output of a
     row takes a 16-wide step, not where a row has a tail or 16 outputs span more sources."""
@@ -743,6 +760,30 @@ def test_one_tap_direct_gives_the_buffers_bits(tier, tmp_path):
     got = forced_runs(tier, cases, {"direct": 0, "group": 1}, ["taps2", "direct"], tmp_path)
     for case, (flags, raw, y) in zip(cases, got):
         assert flags == [1, 1], case[:6]
+        assert len(set(raw)) == 1, case[:6]
+        check_reference(y, case[6], case)
+
+
+# Rows whose steps of 16 outputs take two taps within 32 sources of their own (2x down
+# forward, nearest 2x up backward), with 1, 2 and 4 taps along the other axes, and a last
+# step of 4, 8 or 12 outputs whose window runs past the row (masked loads)
+FUSED = [((2, 3, 6, 56), (3, 28), "nchw", "f32", "linear", False),
+         ((2, 3, 3, 20), (6, 40), "nchw", "f32", "nearest", True),
+         ((1, 2, 4, 6, 48), (2, 3, 24), "ncdhw", "f32", "linear", False),
+         ((3, 2, 40), (20,), "ncw", "f32", "linear", False),
+         ((1, 2, 2, 24), (4, 48), "nchw", "f32", "nearest", True)]
+
+
+@pytest.mark.parametrize("tier", registry.supported())
+def test_steps_straight_from_the_source_give_the_buffers_bits(tier, tmp_path):
+    """Rows whose steps read sources no other step reads take them straight from the source
+    lines (avx512: resample.c.j2 _fused), with the bits of the buffer R's path (fused 0), at
+    1 and 2 threads; and the reference's values. (The plans say fused on every tier; tiers
+    without 512-bit floats take the buffer in both runs.)"""
+    cases = [c + (forced_input(c[0], c[1], c[5]),) for c in FUSED]
+    got = forced_runs(tier, cases, {"fused": 0}, ["fused", "taps2"], tmp_path)
+    for case, (flags, raw, y) in zip(cases, got):
+        assert flags == [1, 2], case[:6]
         assert len(set(raw)) == 1, case[:6]
         check_reference(y, case[6], case)
 

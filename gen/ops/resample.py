@@ -142,7 +142,8 @@ class Tables:
         out = self.fields.get("out", {})
         long = bool(out) and out[max(out)] >= WIDE_ROW  # the last axis's outputs
         return {"steps16": long and bool((table("win16") > 0).any()),
-                "steps32": bool(((win > 0) & ((wide >= 2) | (wide == 1) & (not two))).any())}
+                "steps32": bool(((win > 0) & ((wide >= 2) | (wide == 1) & (not two))).any()),
+                "fused": bool(self.fields.get("fused"))}
 
     def entries(self) -> int:
         """Elements of all the arrays."""
@@ -369,6 +370,14 @@ class _Plan:
         tb.scalar("pairs", taps == 2 and len(seg) == 4 and last.out % 16 == 0
                   and win16.size > 0 and bool(np.all((win16 > 0) & (span16 <= 16))))
         tb.array("fresh16", "int32_t", _fresh16(win16, perm16, _pad8(weight)))
+        # rows whose every step of 16 outputs reads two taps within 32 sources of its own (2x
+        # down, the backward of 2x up): their steps straight from the source lines
+        fwin, fperm = _fused(line) if (
+            taps == 2 and len(seg) == 4 and tb.fields["flat"] == 1) else (None, None)
+        tb.scalar("fused", fwin is not None)
+        tb.array("fwin", "int32_t", fwin if fwin is not None else [0])
+        tb.array("fperm", "int32_t", fperm if fwin is not None else [0])
+        tb.array("fw", "float", _pad(weight, 16) if fwin is not None else [0])
         tb.scalar("kmax", np.diff(axes01[0]).max() * np.diff(axes01[1]).max())
 
     def key(self) -> str:
@@ -429,9 +438,7 @@ def _overlap(axis: _Axis) -> bool:
 def _pad8(table):
     """The table's rows (last axis: outputs) run on to a multiple of 8 by repeating their last
     entry: the kernel's last step of 8 reads valid taps, then stores only the real outputs."""
-    table = np.atleast_1d(table)
-    extra = -table.shape[-1] % 8
-    return np.concatenate([table, np.repeat(table[..., -1:], extra, -1)], -1)
+    return _pad(np.atleast_1d(table), 8)
 
 
 def _windows(index, lowest, size, widest=16):
@@ -480,6 +487,26 @@ def _windows16(index):
     used = (win > 0).repeat(16)
     perm[:, :n // 16 * 16] = (steps - base[None, :, None]).reshape(taps, -1) * used
     return win, perm, span
+
+
+def _fused(line):
+    """Per step of 16 outputs (the last one may be partial): the first of the 32 consecutive
+    sources (lines from 1) that hold all of the step's taps, and the taps' positions in them
+    (a table of `line`'s rows run on to a multiple of 16); or (None, None) where a step reads
+    a padding tap (line 0), spans more than 32 sources, or shares some with the step before
+    (then the buffer R combines each source once, and the steps read it)."""
+    steps = np.arange(0, line.shape[1], 16)
+    base = np.minimum.reduceat(line.min(axis=0), steps)
+    top = np.maximum.reduceat(line.max(axis=0), steps)
+    if (base < 1).any() or (top - base >= 32).any() or (base[1:] <= top[:-1]).any():
+        return None, None
+    return base, _pad(line - np.repeat(base, 16)[:line.shape[1]], 16)
+
+
+def _pad(table, multiple):
+    """The table's rows run on to a multiple of `multiple` by repeating their last entry."""
+    extra = -table.shape[-1] % multiple
+    return np.concatenate([table, np.repeat(table[..., -1:], extra, -1)], -1)
 
 
 def _fresh16(win16, perm16, weight):
