@@ -157,6 +157,7 @@ RESAMPLES = [
     # 2x down forward (linear) and 2x up backward (nearest) take their steps straight from the
     # source, the last window of a row reaching past it (masked loads)
     (1, 3, (6, 40), (3, 20), "nchw", "f32"),
+    (1, 3, (6, 56), (3, 28), "nchw", "f32"),
     (1, 3, (3, 20), (6, 40), "nchw", "f32"),
 ]
 

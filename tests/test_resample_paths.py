@@ -10,6 +10,7 @@ The destination-size condition is lowered here (plan.STREAM_BYTES) to keep the c
 
 Plain layouts take 16 outputs per step on the avx512 tier and 8 on avx2, with the same
 arithmetic, and the scalar tier fuses as the vectors do: every tier gives the same bits."""
+import dataclasses
 import json
 import math
 import os
@@ -21,7 +22,7 @@ import numpy as np
 import pytest
 
 import gen
-from gen import plan, registry
+from gen import codegen, plan, registry
 from gen.ops import resample as rs
 
 import resample_reference as rr
@@ -575,8 +576,8 @@ def test_16_wide_steps_of_taps_within_32_sources():
 def test_steps_straight_from_the_source_where_no_two_share_one():
     """resample._fused: per step of 16 outputs (a last partial one too), the first of the 32
     sources that hold its taps and their positions from there; none where two steps share a
-    source (2x up, and any ratio under 2), a step spans more than 32, or reads a padding
-    tap (index 0)."""
+    source (as 2x up's do), a step spans more than 32, or reads a padding tap (index 0).
+    The generic avx512 kernel renders the path."""
     down = np.stack([np.arange(1, 57, 2), np.arange(2, 58, 2)])  # 28 outputs of 56 sources
     win, perm = rs._fused(down)
     assert win.tolist() == [1, 33] and perm.shape == (2, 32)
@@ -584,9 +585,14 @@ def test_steps_straight_from_the_source_where_no_two_share_one():
     assert perm[:, 16:28].tolist() == perm[:, :12].tolist()
     assert (perm[:, 28:] == perm[:, 27:28]).all()  # run on by the last output's
     assert rs._fused(np.stack([np.arange(32) // 2 + 1, np.arange(32) // 2 + 2]))[0] is None
-    assert rs._fused(down * 9 // 5)[0] is None  # 16 outputs of 1.8 sources each share some
+    shared = down.copy()
+    shared[:, 16:] -= 1  # the second step's first source is the first step's last
+    assert rs._fused(shared)[0] is None
     assert rs._fused(down * 3)[0] is None  # 16 outputs span 96 sources
     assert rs._fused(down - 1)[0] is None  # a padding tap
+    spec = gen.Resample(gen.MemoryDesc((1, 1, 2, 56), "f32", "nchw"),
+                        gen.MemoryDesc((1, 1, 1, 28), "f32", "nchw"), alg="linear")._plan.spec
+    assert "_fused_steps(" in codegen.render_kernel(dataclasses.replace(spec, isa="avx512"))
 
 
 def test_rows_all_in_16_wide_steps_go_in_pairs():
@@ -766,26 +772,29 @@ def test_one_tap_direct_gives_the_buffers_bits(tier, tmp_path):
 
 # Rows whose steps of 16 outputs take two taps within 32 sources of their own (2x down
 # forward, nearest 2x up backward), with 1, 2 and 4 taps along the other axes, and a last
-# step of 4, 8 or 12 outputs whose window runs past the row (masked loads)
+# step of 4, 8 or 12 outputs whose window runs past the row (masked loads); rows of whole
+# steps, and of a last step of 8 (streamed, forced, as whole vectors)
 FUSED = [((2, 3, 6, 56), (3, 28), "nchw", "f32", "linear", False),
          ((2, 3, 3, 20), (6, 40), "nchw", "f32", "nearest", True),
          ((1, 2, 4, 6, 48), (2, 3, 24), "ncdhw", "f32", "linear", False),
          ((3, 2, 40), (20,), "ncw", "f32", "linear", False),
-         ((1, 2, 2, 24), (4, 48), "nchw", "f32", "nearest", True)]
+         ((1, 2, 2, 24), (4, 48), "nchw", "f32", "nearest", True),
+         ((2, 2, 4, 64), (2, 32), "nchw", "f32", "linear", False)]
 
 
 @pytest.mark.parametrize("tier", registry.supported())
 def test_steps_straight_from_the_source_give_the_buffers_bits(tier, tmp_path):
     """Rows whose steps read sources no other step reads take them straight from the source
-    lines (avx512: resample.c.j2 _fused), with the bits of the buffer R's path (fused 0), at
-    1 and 2 threads; and the reference's values. (The plans say fused on every tier; tiers
+    lines (avx512: resample.c.j2 _fused), with the bits of the buffer R's path (fused 0) and
+    with streaming stores, at 1 and 2 threads; and the reference's values. (The plans say fused on every tier; tiers
     without 512-bit floats take the buffer in both runs.)"""
     cases = [c + (forced_input(c[0], c[1], c[5]),) for c in FUSED]
-    got = forced_runs(tier, cases, {"fused": 0}, ["fused", "taps2"], tmp_path)
-    for case, (flags, raw, y) in zip(cases, got):
-        assert flags == [1, 2], case[:6]
-        assert len(set(raw)) == 1, case[:6]
-        check_reference(y, case[6], case)
+    for forced in ({"fused": 0}, {"stream": plan.ANY_THREADS}):
+        got = forced_runs(tier, cases, forced, ["fused", "taps2"], tmp_path)
+        for case, (flags, raw, y) in zip(cases, got):
+            assert flags == [1, 2], case[:6]
+            assert len(set(raw)) == 1, (forced, case[:6])
+            check_reference(y, case[6], case)
 
 
 FMA_CHECK = r"""

@@ -134,7 +134,8 @@ class Tables:
         2x down, rows of 28, 197-316 -> 141-199 us at 1 thread, 128-186 -> 84-99 at 2
         (Zen4, alternating processes); in rows of 112 (NCHW 2x up) 16-wide steps were 1.1x
         faster, in rows of 64 (NCDHW 2x up) the same. Same bits: _rows16 computes as the
-        8-wide steps do. The nearest kernel's tables take none."""
+        8-wide steps do. And `fused` where the tables say so (_fused). The nearest kernel's
+        tables take none."""
         def table(name):
             return self.fields[name][1] if name in self.fields else np.zeros(0, np.int32)
         win, wide = table("win"), table("wide")
@@ -371,7 +372,7 @@ class _Plan:
                   and win16.size > 0 and bool(np.all((win16 > 0) & (span16 <= 16))))
         tb.array("fresh16", "int32_t", _fresh16(win16, perm16, _pad8(weight)))
         # rows whose every step of 16 outputs reads two taps within 32 sources of its own (2x
-        # down, the backward of 2x up): their steps straight from the source lines
+        # down forward, nearest 2x up backward): their steps straight from the source lines
         fwin, fperm = _fused(line) if (
             taps == 2 and len(seg) == 4 and tb.fields["flat"] == 1) else (None, None)
         tb.scalar("fused", fwin is not None)
