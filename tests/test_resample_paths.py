@@ -143,17 +143,17 @@ def test_bad_cache_size_is_named(cache_size, monkeypatch):
     assert plan.llc_bytes() >= 0 and call()
 
 
-def test_f32_streams_past_the_cache_at_every_thread_count(cache_size, monkeypatch):
-    """f32 streams at any thread count where a copy of its destination, or the call's bytes
-    (source and destination), reach llc_bytes() (plan.stream_threads), and not below; other
-    types never. Results are the same bits either way."""
+def test_f32_streams_past_the_cache(cache_size, monkeypatch):
+    """f32 streams where a copy of its destination, or the call's bytes (source and
+    destination), reach llc_bytes() (plan.stream_threads), and not below; other types never.
+    Into a larger destination (2x up) at 1 thread only, else at any thread count. Results are
+    the same bits either way."""
     x = np.random.default_rng(5).standard_normal((4, 32, 20, 24)).astype(np.float32)
     src = gen.Memory.from_array(x, format="nhwc")  # 245 KB; 2x up writes 983 KB
     monkeypatch.setattr(plan, "STREAM_BYTES", 0)
     copy = 2 * 4 * 32 * 40 * 48 * 4
     results = set()
-    for llc, want in ((0, plan.ANY_THREADS), (1 << 20, plan.ANY_THREADS),
-                      (copy, plan.ANY_THREADS), (copy + 1, 0)):
+    for llc, want in ((0, 1), (1 << 20, 1), (copy, 1), (copy + 1, 0)):
         cache_size(llc)
         assert plan_field(x, (40, 48), "nhwc", "stream") == want, llc
         assert plan_field(x, (40, 48), "nhwc", "stream", "bf16") == 0
@@ -199,12 +199,12 @@ def test_a_call_that_shrinks_streams_as_a_copy_of_its_source(alg, cache_size, mo
 
 
 def test_trilinear_streams_or_not_with_the_same_bits(cache_size, monkeypatch):
-    """Trilinear forward of channel runs (the buffer path, not the direct one) and of NCDHW's
-    rows streams at any thread count past llc_bytes() and stores plainly within it: the same
-    bits either way, at 1 and 2 threads, and the reference's values."""
+    """Trilinear 2x up of channel runs (the buffer path, not the direct one) and of NCDHW's
+    rows streams at 1 thread past llc_bytes() and stores plainly within it: the same bits
+    either way, at 1 and 2 threads, and the reference's values."""
     x = np.random.default_rng(8).standard_normal((1, 16, 4, 5, 8)).astype(np.float32)
     monkeypatch.setattr(plan, "STREAM_BYTES", 0)
-    for llc, want in ((78 << 10, plan.ANY_THREADS), (1 << 30, 0)):  # the call moves 90 KB
+    for llc, want in ((78 << 10, 1), (1 << 30, 0)):  # the call moves 90 KB
         cache_size(llc)
         for fmt in ("ndhwc", "ncdhw"):
             assert plan_field(x, (8, 10, 16), fmt, "stream") == want, (fmt, llc)
@@ -317,7 +317,9 @@ GROUPED = [((2, 64, 4, 6), (9, 11), "nChw16c", False), ((2, 64, 4, 6), (9, 11), 
 GROUPED_SCRIPT = r"""
 import json, sys, numpy as np, gen
 from gen import plan
-plan.STREAM_BYTES = 0  # every destination streams: the direct path
+from gen.ops import resample
+plan.STREAM_BYTES = 0  # every destination streams, at any count: the direct path
+resample.EXPANDING_STREAM_THREADS = plan.ANY_THREADS
 out = []
 for dims, sp, fmt, backward in json.loads(sys.argv[1]):
     small = dims[:2] + sp
@@ -415,8 +417,10 @@ NEAREST = [((2, 64, 5, 7), (11, 13), "nhwc", "f32"), ((2, 32, 5, 7), (9, 4), "nh
 NEAREST_SCRIPT = r"""
 import json, sys, numpy as np, gen
 from gen import plan
+from gen.ops import resample
 plan.STREAM_BYTES = 0
 plan.llc_bytes = lambda: 0  # no call fits the cache: every destination streams at any count
+resample.EXPANDING_STREAM_THREADS = plan.ANY_THREADS  # 2x up too
 out = []
 for dims, sp, fmt, dt in json.loads(sys.argv[1]):
     x = np.random.default_rng(dims[1]).standard_normal(dims).astype(np.float32)
@@ -540,6 +544,7 @@ import json, os, sys, numpy as np, gen
 from gen import plan
 from gen.ops import resample as rs
 os.environ["GEN_LLC_BYTES"] = "0"  # with STREAM_BYTES 0 below: these small calls stream
+rs.EXPANDING_STREAM_THREADS = plan.ANY_THREADS  # at any count
 out = []
 for dims, sp in json.loads(sys.argv[1]):
     x = (np.random.default_rng(len(dims) + dims[-1]).standard_normal(dims) * 4).astype(np.float32)

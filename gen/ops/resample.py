@@ -40,6 +40,12 @@ GROUP_BYTES = 128 << 10
 # An item's source lines (bytes) up to which those of items ahead are prefetched: NHWC 2x up
 # backward's 112 KB (4 lines of 28) gained 1-10 %, NDHWC's 64 KB (16 lines) took 1.6x longer.
 PREFETCH_BYTES = 32 << 10
+# The most threads that stream forward into a larger destination (2x up): at 2, plain stores
+# measured faster on a Zen3 VM (alternating processes, 8x64x56x56: linear NHWC 1165-1265 ->
+# 630-870 us, nChw16c 2080-2180 -> 910-1040, NDHWC 2x16x16x32x32 786-1340 -> 595-770, nearest
+# NHWC 1180-1220 -> 845-900; linear NCHW the same), as on a Zen5 and an earlier Zen4 VM (see
+# plan.stream_threads; a later Zen4 VM found streaming 1.2-1.7x faster).
+EXPANDING_STREAM_THREADS = 1
 # Two outputs of axis 1 per item (see _Plan: span) where the combined taps are this few and
 # one output's source line this long at least (forward, backward).
 SPAN_TAPS = 4
@@ -232,6 +238,8 @@ class _Plan:
             moved = max(src_nbytes + math.prod(key.dims_out) * esize, 2 * dst_nbytes,
                         2 * src_nbytes if key.backward else 0)
             stream = plan.stream_threads(dst_nbytes, traffic=moved)
+            if not key.backward and dst_nbytes > src_nbytes:
+                stream = min(stream, EXPANDING_STREAM_THREADS)
             if choice is not None and choice.stream is not None:  # at one thread count, for all
                 stream = plan.ANY_THREADS if choice.stream else 0
         # a destination in memory (the direct path's condition below), which linear kernels
