@@ -309,17 +309,16 @@ def test_every_tier_gives_the_same_nan_bits():
 # AVX2), NHWC 4x down forward (2 images), and backward lines that no diff_dst row reaches
 # (K = 0), written as zeros over a destination that holds garbage before the call. Last axes
 # that expand hold their taps in registers, as many runs at a time as fit (AVX-512: 8 vectors,
-# AVX2: 4): 8 blocks of 16 (AVX2: 4 passes), NHWC and NWC runs of 32 channels of 3 images
-# (AVX-512: one pass of 6 vectors, AVX2: 3 of 4), 3 -> 5 (outputs that fall on a source)
+# AVX2: 4, one run at a time where its stores stream: at 1 thread here, 2x up streams at 1
+# only): 8 blocks of 16 (AVX2: 4 passes, 8 streaming), NHWC and NWC runs of 32 channels of 3
+# images (AVX-512: one pass of 6 vectors, AVX2: 3 of 4), 3 -> 5 (outputs that fall on a source)
 GROUPED = [((2, 64, 4, 6), (9, 11), "nChw16c", False), ((2, 64, 4, 6), (9, 11), "nChw8c", False),
            ((2, 40, 12, 20), (3, 5), "nhwc", False), ((2, 64, 16, 10), (4, 7), "nChw16c", True),
            ((3, 32, 6, 3), (11, 5), "nhwc", False), ((3, 32, 7), (17,), "nwc", False)]
 GROUPED_SCRIPT = r"""
 import json, sys, numpy as np, gen
 from gen import plan
-from gen.ops import resample
-plan.STREAM_BYTES = 0  # every destination streams, at any count: the direct path
-resample.EXPANDING_STREAM_THREADS = plan.ANY_THREADS
+plan.STREAM_BYTES = 0  # every destination streams (2x up at 1 thread): the direct path
 out = []
 for dims, sp, fmt, backward in json.loads(sys.argv[1]):
     small = dims[:2] + sp
@@ -328,10 +327,13 @@ for dims, sp, fmt, backward in json.loads(sys.argv[1]):
     big = gen.MemoryDesc(dims, "f32", fmt)
     prim = (gen.ResampleBackward(x.desc, big, alg="linear") if backward
             else gen.Resample(x.desc, gen.MemoryDesc(small, "f32", fmt), alg="linear"))
-    y = gen.Memory(big if backward else gen.MemoryDesc(small, "f32", fmt))
-    y.data[:] = 0x7f
-    prim(x, y)
-    out.append([prim._plan.tables.fields["group"], y.to_array().tolist()])
+    ys = []
+    for threads in (1, 2):
+        y = gen.Memory(big if backward else gen.MemoryDesc(small, "f32", fmt))
+        y.data[:] = 0x7f
+        prim(x, y, threads=threads)
+        ys.append(y.to_array().tolist())
+    out.append([prim._plan.tables.fields["group"], ys])
 print(json.dumps(out))
 """
 
@@ -340,7 +342,7 @@ print(json.dumps(out))
 def test_grouped_items_on_every_tier(tier):
     got = on_tier(tier, GROUPED_SCRIPT, GROUPED)
     assert [g for g, _ in got] == [8, 8, 2, 8, 3, 3]
-    for (dims, sp, fmt, backward), (_, y) in zip(GROUPED, got):
+    for (dims, sp, fmt, backward), (_, ys) in zip(GROUPED, got):
         small = dims[:2] + sp
         x = (np.random.default_rng(dims[1]).standard_normal(small if backward else dims) * 4)
         x = x.astype(np.float32)
@@ -348,7 +350,9 @@ def test_grouped_items_on_every_tier(tier):
             want, scale = rr.backward(x, dims[2:], "linear"), rr.backward_abs(x, dims[2:], "linear")
         else:
             want, scale = rr.forward(x, sp, "linear"), rr.forward_abs(x, sp, "linear")
-        assert np.all(np.abs(np.array(y) - want) <= 1e-6 * scale + 1e-30), (tier, fmt, backward)
+        for threads, y in zip((1, 2), ys):
+            assert np.all(np.abs(np.array(y) - want) <= 1e-6 * scale + 1e-30), \
+                (tier, fmt, backward, threads)
 
 
 # NCHW nearest backward of a 2x and a 3x down: most diff_src elements get no diff_dst element
