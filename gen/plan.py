@@ -111,7 +111,9 @@ def stream_threads(dst_nbytes: int, floor: int = None, traffic: int = None) -> i
     nearest NHWC within 6 % (nearest NCHW's rows never stream). An earlier Zen4 VM had
     found plain stores faster there (NDHWC 2x up into 16.8 MB 1.3-1.6x). Streaming stores
     run at the memory's rate whatever else shares the cache, so they are the guess;
-    gen.tune measures the machine at hand."""
+    gen.tune measures the machine at hand. Resampling forward into a larger destination
+    streams at 1 thread only (resample.EXPANDING_STREAM_THREADS: a Zen3 VM too found plain
+    stores faster at 2)."""
     return ANY_THREADS if streams(dst_nbytes, floor, traffic) else 0
 
 
