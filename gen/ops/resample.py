@@ -238,7 +238,7 @@ class _Plan:
             moved = max(src_nbytes + math.prod(key.dims_out) * esize, 2 * dst_nbytes,
                         2 * src_nbytes if key.backward else 0)
             stream = plan.stream_threads(dst_nbytes, traffic=moved)
-            if not key.backward and dst_nbytes > src_nbytes:
+            if not key.backward and math.prod(key.dims_out) > math.prod(key.dims_in):
                 stream = min(stream, EXPANDING_STREAM_THREADS)
             if choice is not None and choice.stream is not None:  # at one thread count, for all
                 stream = plan.ANY_THREADS if choice.stream else 0
