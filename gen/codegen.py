@@ -90,16 +90,18 @@ def _store_rows(nets, width):
 
 
 def render_kernel(spec, linkage: str = "", spread: bool = False, steps16: bool = True,
-                  steps32: bool = True, fused: bool = True) -> str:
+                  steps32: bool = True, fused: bool = True, row_unroll: int = 0) -> str:
     """One kernel's C; `linkage` "static " keeps an exported file's kernels private. `spread`:
     a tile that moves bytes spreads its prefetches where a piece asks (prefetch 2), as only
     a specialised module renders it (the larger kernel changed the compiler's inlining of
     every other problem's micro kernels: rand08 1.25x slower). `steps16`, `steps32`, `fused`:
     the weighted resampling's wide row steps, which a specialised module renders only where
-    its problem takes them (resample.Tables.row_steps)."""
+    its problem takes them (resample.Tables.row_steps), and `row_unroll`, the 8-wide steps
+    of its rows when they unroll whole (0: not unrolled)."""
     ctx = dict(CHUNKS, spec=spec, isa=TIERS[spec.isa], vector=spec.vector,
                dt=TABLE[spec.src] if spec.src else None, linkage=linkage, line=LINE,
-               spread=spread, steps16=steps16, steps32=steps32, fused=fused)
+               spread=spread, steps16=steps16, steps32=steps32, fused=fused,
+               row_unroll=row_unroll)
     if spec.kind == "tile":
         ctx.update(_tile_context(spec))
     if spec.kind == "interleave":

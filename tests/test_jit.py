@@ -225,7 +225,8 @@ def test_specialised_resampling_renders_the_row_steps_it_takes(tmp_path):
     """A specialised NCHW linear resampling renders only the 512-bit row steps its tables take
     (resample.Tables.row_steps): in rows of 28 (2x down) no row steps but 16 outputs at once
     straight from the source (fused), 16 outputs at once in rows of 80, 8 from 32 sources in
-    2x up's backward; each gives the generic kernels' bytes and the reference's values."""
+    2x up's backward; rows of 4 and 10 steps of 8 outputs unrolled whole (on AVX2); each gives
+    the generic kernels' bytes and the reference's values."""
     cases = [("resample_linear_f32", {"dims": [2, 8, 30, 56], "resample": ["f32", "nchw"],
                                       "alg": "linear", "out": [15, 28]}),
              ("resample_linear_f32", {"dims": [2, 8, 20, 40], "resample": ["f32", "nchw"],
@@ -241,9 +242,9 @@ def test_specialised_resampling_renders_the_row_steps_it_takes(tmp_path):
             alg="linear")
         tables.append(prim._plan.tables)
     assert [t.row_steps() for t in tables] == [
-        {"steps16": False, "steps32": False, "fused": True},
-        {"steps16": True, "steps32": False, "fused": False},
-        {"steps16": False, "steps32": True, "fused": False}]
+        {"steps16": False, "steps32": False, "fused": True, "row_unroll": 4},
+        {"steps16": True, "steps32": False, "fused": False, "row_unroll": 10},
+        {"steps16": False, "steps32": True, "fused": False, "row_unroll": 4}]
     p = run_py(child(cases), tmp_path, **jit_env(tmp_path / "cache"))
     kernels = json.loads(p.stdout)
     assert all(k.startswith("jit:resample_linear_f32") for k in kernels), p.stdout

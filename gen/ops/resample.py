@@ -54,6 +54,8 @@ SPAN_LINE_BYTES_BACKWARD = 6 << 10
 # Outputs of the last axis from which a specialised module renders 16-wide row steps
 # (see Tables.row_steps)
 WIDE_ROW = 64
+# The most 8-wide steps of a row that a specialised module unrolls whole (Tables.row_steps)
+ROW_UNROLL = 16
 # An output size past any descriptor's (floor(in * factor) of a huge factor)
 MAX_SIZE = 1 << 62
 # Channels-last by rank: the format "any" picks (runs of channels vectorise).
@@ -140,7 +142,11 @@ class Tables:
         2x down, rows of 28, 197-316 -> 141-199 us at 1 thread, 128-186 -> 84-99 at 2
         (Zen4, alternating processes); in rows of 112 (NCHW 2x up) 16-wide steps were 1.1x
         faster, in rows of 64 (NCDHW 2x up) the same. Same bits: _rows16 computes as the
-        8-wide steps do. And `fused` where the tables say so (_fused). The nearest kernel's
+        8-wide steps do. And `fused` where the tables say so (_fused). `row_unroll`: rows of
+        one segment in up to ROW_UNROLL 8-wide steps (AVX2's) unroll whole, their tables'
+        loads folded. In cache, 1 thread, Zen3, us: NCDHW 2x up (rows of 8 steps) 47 -> 36,
+        NCHW 2x up (14) 30-31 -> 22.6-24.8, its backward (7) 17 -> 12.4, 2x down (4) 6.0 ->
+        5.5; unrolled by 16 rather than whole, rows of 8 took 54-64. The nearest kernel's
         tables take none."""
         def table(name):
             return self.fields[name][1] if name in self.fields else np.zeros(0, np.int32)
@@ -148,9 +154,12 @@ class Tables:
         two = self.fields.get("taps2") == 2
         out = self.fields.get("out", {})
         long = bool(out) and out[max(out)] >= WIDE_ROW  # the last axis's outputs
+        steps = -(-out[max(out)] // 8) if out else 0
+        rows = bool(self.fields.get("rows")) and self.fields.get("nseg") == 1
         return {"steps16": long and bool((table("win16") > 0).any()),
                 "steps32": bool(((win > 0) & ((wide >= 2) | (wide == 1) & (not two))).any()),
-                "fused": bool(self.fields.get("fused"))}
+                "fused": bool(self.fields.get("fused")),
+                "row_unroll": steps if rows and steps <= ROW_UNROLL else 0}
 
     def entries(self) -> int:
         """Elements of all the arrays."""
