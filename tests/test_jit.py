@@ -59,6 +59,8 @@ CASES = [
     ("reorder_tile_f32_u8", {"dims": [60, 13, 4, 46], "src": ["f32", "aBcd8b"],
                              "dst": ["u8", "dbca"],  # 5 of 8 channels: short runs gathered
                              "attrs": {"scales": [0.5], "dst_zero_point": 3}}),
+    ("resample_nearest_e4", {"dims": [2, 8, 20, 40], "resample": ["f32", "nchw"],
+                             "alg": "nearest", "out": [41, 80]}),  # rows unrolled (AVX2)
 ]
 
 CHILD = """
