@@ -38,7 +38,8 @@ DIRECT_RUNS = 32
 # may take together (see _Plan: group).
 GROUP_BYTES = 128 << 10
 # An item's source lines (bytes) up to which those of items ahead are prefetched: NHWC 2x up
-# backward's 112 KB (4 lines of 28) gained 1-10 %, NDHWC's 64 KB (16 lines) took 1.6x longer.
+# backward's 112 KB (4 lines of 28) gained 1-10 %, NDHWC's 64 KB (16 lines) took 1.6x longer,
+# nChw16c's items of two outputs (57 KB, 6 lines of 7 KB read) 1.1-1.3x longer (Zen3).
 PREFETCH_BYTES = 32 << 10
 # The most threads that stream forward into a larger destination (2x up): at 2, plain stores
 # measured faster on a Zen3 VM (alternating processes, 8x64x56x56: linear NHWC 1165-1265 ->
@@ -297,22 +298,7 @@ class _Plan:
             group = max(g for g in range(1, codegen.CHUNKS["direct_group"] + 1)
                         if runs.size % g == 0 and (g == 1 or g * line * esize <= GROUP_BYTES))
         tb.scalar("group", group)
-        # items whose source lines are contiguous (channel runs and the last axis, one segment)
-        # and hold PREFETCH_BYTES at most, read from a source of half the last-level cache or
-        # more, prefetch the lines of items ahead (Zen4, 2x up backward, 25.7 MB of diff_dst:
-        # NCHW 3-4x faster, nChw16c 1.25x; sources that stay in the cache took 5-10 % longer).
-        # Not where gen counts no last-level cache (llc_bytes() 0): there, on Sapphire Rapids,
-        # the hardware fetched those lines, and the prefetches only cost time (1 thread, one
-        # process each way: nChw16c 2x up backward 1.33x, NCDHW 2x up 1.15-1.25x, its backward
-        # 1.07-1.1x, NCHW 2x up 1.03-1.06x; NHWC and NDHWC 2x up backward the same)
         run = int(runs.max())
-        lines = (not nearest and tb.fields["flat"] == run and tb.fields["nseg"] == 1
-                 and tb.fields["cw"] >= run
-                 and tb.fields["kmax"] * key.dims_in[-1] * run * esize <= PREFETCH_BYTES)
-        far = 0 < plan.llc_bytes() <= 2 * math.prod(key.dims_in) * esize
-        if choice is not None and choice.prefetch != "auto":
-            far = choice.prefetch == "on"
-        tb.scalar("prefetch", lines and far)
         # two outputs of axis 1 per item on the buffer path, whose sources overlap (2x up
         # backward: 4 taps, 2 shared), with SPAN_TAPS taps at most of source lines of
         # SPAN_LINE_BYTES (backward: _BACKWARD) or more: combined together (_combine2), each
@@ -331,6 +317,22 @@ class _Plan:
                          and not (rows and tb.fields["nseg"] == 1)
                          and line >= least and _overlap(axes[1])) else 1
         tb.scalar("span", span)
+        # items whose source lines are contiguous (channel runs and the last axis, one segment)
+        # and hold PREFETCH_BYTES at most (the lines of all its span outputs), read from a
+        # source of half the last-level cache or more, prefetch the lines of items ahead (Zen4,
+        # 2x up backward, 25.7 MB of diff_dst: NCHW 3-4x faster, nChw16c's items of one output
+        # 1.25x; sources that stay in the cache took 5-10 % longer).
+        # Not where gen counts no last-level cache (llc_bytes() 0): there, on Sapphire Rapids,
+        # the hardware fetched those lines, and the prefetches only cost time (1 thread, one
+        # process each way: nChw16c 2x up backward 1.33x, NCDHW 2x up 1.15-1.25x, its backward
+        # 1.07-1.1x, NCHW 2x up 1.03-1.06x; NHWC and NDHWC 2x up backward the same)
+        lines = (not nearest and tb.fields["flat"] == run and tb.fields["nseg"] == 1
+                 and tb.fields["cw"] >= run
+                 and span * tb.fields["kmax"] * key.dims_in[-1] * run * esize <= PREFETCH_BYTES)
+        far = 0 < plan.llc_bytes() <= 2 * math.prod(key.dims_in) * esize
+        if choice is not None and choice.prefetch != "auto":
+            far = choice.prefetch == "on"
+        tb.scalar("prefetch", lines and far)
         # groups of outer positions x rows of the last axis: the work, per thread of a row
         # at least
         self.items = runs.size // group * axes[0].out * -(-axes[1].out // span)
