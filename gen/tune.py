@@ -4,9 +4,10 @@ fastest, in the primitive and in this process's wisdom (gen/wisdom.py).
 The search starts from the guess. For a reorder or shuffle it is per piece (a problem has a
 few pieces, each with 1-4 kernel kinds), then for streaming stores off and on, then for the
 loops in the destination's or the source's order (plan.loop_order guesses), then for tiles
-that prefetch their next work item's source rows never or always (plan._tile_prefetch
-guesses). For a resampling (one kernel) it is for streaming stores off and on, then for the
-prefetch of the source lines of the items ahead, never or always (where the lines allow it).
+that prefetch their next work item's source rows, and converting runs their source ahead,
+never or always (plan._tile_prefetch and plan._run_ahead guess). For a resampling (one
+kernel) it is for streaming stores off and on, then for the prefetch of the source lines of
+the items ahead, never or always (where the lines allow it).
 A candidate is timed only where it runs code at the tuned thread count that no candidate
 timed before (nor the best so far) runs; it runs on scratch buffers of the primitive's
 descriptors, in turns with the best so far (_medians_s), and the lower median wins.
@@ -173,9 +174,9 @@ def tune(primitive, *, threads=None, repeat: int = 7) -> dict:
                              [best.kinds[:i] + (k,) + best.kinds[i + 1:] for k in options[1:]])
     best = search.search(best, "stream", (0, 1))
     best = search.search(best, "order", wisdom.ORDERS[1:])
-    # the tiles' prefetches, where machines differ most: quarter-narrowing tiles, which guess
-    # none, took 1.2-1.35x less time with them on Zen5 (rand10 at 2 threads, rand14 and rand18
-    # at 1 and 2), where Zen4 had them 1.15-1.5x slower
+    # the prefetches (tiles', converting runs'), where machines differ most: quarter-narrowing
+    # tiles, which guess none, took 1.2-1.35x less time with them on Zen5 (rand10 at 2 threads,
+    # rand14 and rand18 at 1 and 2), where Zen4 had them 1.15-1.5x slower
     best = search.search(best, "prefetch", wisdom.PREFETCH[1:])
     return search.keep(primitive, best)
 

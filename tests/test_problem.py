@@ -748,6 +748,34 @@ def test_tiles_prefetch_rows_apart_in_calls_past_the_cache(cache_size):
     assert prefetch((32, 64, 56, 56), "nhwc", "nchw", ("f32", "u8")) == [0]
 
 
+
+def test_converting_runs_prefetch_ahead_in_calls_past_the_cache(cache_size):
+    """A run kernel's conversions prefetch their source plan.RUN_AHEAD bytes ahead in a call
+    that moves half of llc_bytes() or more (4 + 2 MiB f32 -> bf16 with 8 MiB), not in one of
+    less (32 MiB), nor where gen counts no last-level cache (0), nor in a move or a widening
+    conversion (s8 -> f32); the results are the bytes of the reference conversion either way,
+    at 1 and 2 threads."""
+    from convert_reference import reference_reorder
+    dims = (2, 32, 128, 128)  # 4 MiB of f32
+
+    def ahead(dims, dtypes):
+        return [f["prefetch"] for spec, f in bound(dims, "nchw", "nchw", dtypes)
+                if spec.kind == "run"]
+    x = np.random.default_rng(10).standard_normal(dims).astype(np.float32)
+    x[0, 0, 0, :4] = [np.nan, np.inf, -np.inf, 3.0e38]
+    want = reference_reorder(x, "bf16").tobytes()
+    for llc, want_ahead in ((8 << 20, plan.RUN_AHEAD), (32 << 20, 0), (0, 0)):
+        cache_size(llc)
+        assert ahead(dims, ("f32", "bf16")) == [want_ahead], llc
+        for threads in (1, 2):
+            got = gen.reorder(gen.Memory.from_array(x, "nchw"),
+                              gen.MemoryDesc(dims, "bf16", "nchw"), threads=threads)
+            assert bytes(got.data) == want, (llc, threads)
+    cache_size(1 << 20)
+    assert ahead(dims, ("f32", "f32")) == [0]
+    assert ahead(dims, ("f32", "s8")) == [plan.RUN_AHEAD]
+    assert ahead(dims, ("s8", "f32")) == [0]
+
 def test_converting_tiles_of_long_rows_take_a_heap_buffer(cache_size):
     """A converting tile whose item has a line's rows at most (64 for s8), narrowing f32 to a
     quarter, in a call that moves half of llc_bytes() or more, converts its rows into a buffer
