@@ -51,7 +51,7 @@ TILE_SPREAD = 32
 TILE_PREFETCH_ROW = 512
 # A converting tile's buffer from the heap, for longer pieces of its rows (_tile_buffer)
 TILE_HEAP_BUFFER = 256 << 10
-# Source bytes a run kernel's conversions prefetch ahead of their steps (_run_ahead)
+# Source bytes a run kernel's conversions prefetch ahead of their steps (prefetches)
 RUN_AHEAD = 2 << 10
 
 
@@ -208,7 +208,7 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
                                      piece.dst_off * esize, esize):
                 piece_stream = 0
             if spec.kind == "run" and convert is not None and not piece.zero:
-                prefetch = _run_ahead(moved, src_esize >= esize, choice)
+                prefetch = RUN_AHEAD if prefetches(moved, choice, src_esize >= esize) else 0
         out.append((spec, {
             "src_off": piece.src_off * src_esize, "dst_off": piece.dst_off * esize,
             "scl_off": piece.scl_off, "nouter": len(outer),
@@ -223,21 +223,23 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
     return out
 
 
-def _run_ahead(moved, reads_most, choice) -> int:
-    """The source bytes a run kernel's conversions prefetch ahead of their steps (0: none):
-    RUN_AHEAD where the source elements are as wide as the destination's or wider
-    (`reads_most`), in a call that moves half of llc_bytes() or more: the hardware prefetcher
-    alone left those lines to their latency. Zen3, nchw -> nchw 8x64x128x128, alternating
-    processes, 1 / 2 threads, ratio to a copy: f32 -> bf16 0.64-0.71 -> 0.89-0.97 / 0.55-0.84
-    -> 1.14-1.30, f32 -> f16 0.77 -> 1.04 / the same, f32 -> s8 0.61 -> 0.85 / 0.52-0.69 ->
-    0.96-0.99, rand07 (f32 -> u8) 0.51-0.55 -> 0.66 / the same; s8 -> f32 0.96-1.0 -> 0.92-0.98
-    and rand09's 0.94 -> 0.9 at 1 thread: widening ones do not. None where gen counts no
-    last-level cache (llc_bytes() 0): on Sapphire Rapids the hardware fetched a resampling's
-    contiguous lines, and prefetches only cost time. A measured choice (gen.tune) says on or
-    off."""
+def prefetches(nbytes, choice, fits=True) -> bool:
+    """Whether a kernel prefetches what it reads ahead (a resampling's lines of the items
+    ahead, a converting run's source, RUN_AHEAD bytes on): where it `fits` (its own rule), in a
+    call of `nbytes` (its source, or all it moves) of half of llc_bytes() or more, and never
+    where gen counts no last-level cache (llc_bytes() 0: on Sapphire Rapids the hardware
+    fetched a resampling's contiguous lines, and prefetches only cost time); a measured choice
+    (gen.tune) says on or off instead.
+
+    A converting run fits where its source elements are as wide as the destination's or
+    wider: the hardware prefetcher alone left its lines to their latency. Zen3, nchw -> nchw
+    8x64x128x128, alternating processes, 1 / 2 threads, ratio to a copy: f32 -> bf16
+    0.64-0.71 -> 0.89-0.97 / 0.55-0.84 -> 1.14-1.30, f32 -> f16 0.77 -> 1.04 / the same,
+    f32 -> s8 0.61 -> 0.85 / 0.52-0.69 -> 0.96-0.99, rand07 (f32 -> u8) 0.51-0.55 -> 0.66 / the same; s8 -> f32 0.96-1.0 -> 0.92-0.98
+    and rand09's 0.94 -> 0.9 at 1 thread: widening ones do not."""
     if choice is not None and choice.prefetch != "auto":
-        return RUN_AHEAD if choice.prefetch == "on" else 0
-    return RUN_AHEAD if reads_most and 0 < llc_bytes() <= 2 * moved else 0
+        return choice.prefetch == "on"
+    return fits and 0 < llc_bytes() <= 2 * nbytes
 
 
 def _runs_stream(run, b, outer, dst_off, esize) -> bool:

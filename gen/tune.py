@@ -5,7 +5,7 @@ The search starts from the guess. For a reorder or shuffle it is per piece (a pr
 few pieces, each with 1-4 kernel kinds), then for streaming stores off and on, then for the
 loops in the destination's or the source's order (plan.loop_order guesses), then for tiles
 that prefetch their next work item's source rows, and converting runs their source ahead,
-never or always (plan._tile_prefetch and plan._run_ahead guess). For a resampling (one
+never or always (plan._tile_prefetch and plan.prefetches guess). For a resampling (one
 kernel) it is for streaming stores off and on, then for the prefetch of the source lines of
 the items ahead, never or always (where the lines allow it).
 A candidate is timed only where it runs code at the tuned thread count that no candidate

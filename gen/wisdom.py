@@ -23,7 +23,7 @@ from .isa import TIERS
 # order of the loops around the kernel: ORDERS[0] the guess per piece (plan.loop_order), [1]
 # the destination's, [2] the source's (smallest source stride innermost); and whether tiles
 # prefetch their next work item's source rows, and run kernels' conversions their source
-# ahead: PREFETCH[0] the guess (plan._tile_prefetch, plan._run_ahead), [1] none, [2] all.
+# ahead: PREFETCH[0] the guess (plan._tile_prefetch, plan.prefetches), [1] none, [2] all.
 ORDERS = ("auto", "dst", "src")
 PREFETCH = ("auto", "off", "on")
 Choice = namedtuple("Choice", "kinds stream order prefetch", defaults=(ORDERS[0], PREFETCH[0]))

@@ -748,7 +748,6 @@ def test_tiles_prefetch_rows_apart_in_calls_past_the_cache(cache_size):
     assert prefetch((32, 64, 56, 56), "nhwc", "nchw", ("f32", "u8")) == [0]
 
 
-
 def test_converting_runs_prefetch_ahead_in_calls_past_the_cache(cache_size):
     """A run kernel's conversions prefetch their source plan.RUN_AHEAD bytes ahead in a call
     that moves half of llc_bytes() or more (4 + 2 MiB f32 -> bf16 with 8 MiB), not in one of
@@ -775,6 +774,7 @@ def test_converting_runs_prefetch_ahead_in_calls_past_the_cache(cache_size):
     assert ahead(dims, ("f32", "f32")) == [0]
     assert ahead(dims, ("f32", "s8")) == [plan.RUN_AHEAD]
     assert ahead(dims, ("s8", "f32")) == [0]
+
 
 def test_converting_tiles_of_long_rows_take_a_heap_buffer(cache_size):
     """A converting tile whose item has a line's rows at most (64 for s8), narrowing f32 to a

@@ -246,7 +246,6 @@ def test_prefetch_from_a_source_of_half_the_cache(cache_size):
     assert [len(r) for r in results.values()] == [1, 1]
 
 
-
 def test_prefetch_counts_the_lines_of_all_outputs_of_an_item(cache_size):
     """An item of two outputs (span 2) reads the lines of both: nChw16c 2x up backward's blocks
     of 112 columns (lines of 7 KB: two outputs, 4 taps each, 56 KB) prefetch none; of 80
@@ -257,6 +256,7 @@ def test_prefetch_counts_the_lines_of_all_outputs_of_an_item(cache_size):
         ds = gen.MemoryDesc((1, 16, 8, cols // 2), "f32", "nChw16c")
         fields = gen.ResampleBackward(dd, ds, alg="linear")._plan.tables.fields
         assert (fields["span"], fields["prefetch"]) == want, cols
+
 
 # plain layouts: 2x up and odd ratios, rows shorter and longer than a step of 16, 1-D to 3-D;
 # 71 -> 73, whose steps of 16 alternate between taps within 16 sources and wider ones; then

@@ -329,10 +329,7 @@ class _Plan:
         lines = (not nearest and tb.fields["flat"] == run and tb.fields["nseg"] == 1
                  and tb.fields["cw"] >= run
                  and span * tb.fields["kmax"] * key.dims_in[-1] * run * esize <= PREFETCH_BYTES)
-        far = 0 < plan.llc_bytes() <= 2 * math.prod(key.dims_in) * esize
-        if choice is not None and choice.prefetch != "auto":
-            far = choice.prefetch == "on"
-        tb.scalar("prefetch", lines and far)
+        tb.scalar("prefetch", lines and plan.prefetches(math.prod(key.dims_in) * esize, choice))
         # groups of outer positions x rows of the last axis: the work, per thread of a row
         # at least
         self.items = runs.size // group * axes[0].out * -(-axes[1].out // span)
