@@ -235,8 +235,9 @@ def prefetches(nbytes, choice, fits=True) -> bool:
     wider: the hardware prefetcher alone left its lines to their latency. Zen3, nchw -> nchw
     8x64x128x128, alternating processes, 1 / 2 threads, ratio to a copy: f32 -> bf16
     0.64-0.71 -> 0.89-0.97 / 0.55-0.84 -> 1.14-1.30, f32 -> f16 0.77 -> 1.04 / the same,
-    f32 -> s8 0.61 -> 0.85 / 0.52-0.69 -> 0.96-0.99, rand07 (f32 -> u8) 0.51-0.55 -> 0.66 / the same; s8 -> f32 0.96-1.0 -> 0.92-0.98
-    and rand09's 0.94 -> 0.9 at 1 thread: widening ones do not."""
+    f32 -> s8 0.61 -> 0.85 / 0.52-0.69 -> 0.96-0.99, rand07 (f32 -> u8) 0.51-0.55 -> 0.66 /
+    the same; s8 -> f32 0.96-1.0 -> 0.92-0.98 and rand09's 0.94 -> 0.9 at 1 thread: widening
+    ones do not."""
     if choice is not None and choice.prefetch != "auto":
         return choice.prefetch == "on"
     return fits and 0 < llc_bytes() <= 2 * nbytes
