@@ -549,6 +549,8 @@ class Plan:
         mod = registry.module()
         self.problem, self.traffic, self.convert = problem, traffic, convert
         self.dst_nbytes = dst_nbytes
+        # the most threads a call runs on, worked out once: a small call takes 2 us in all
+        self._most_threads = max(1, traffic // BYTES_PER_THREAD)
         # measured wisdom for this problem on this tier, else the registry's guess
         self.choice = choice or wisdom.lookup(self.key())
         if self.choice and len(self.choice.kinds) != len(problem.pieces):
@@ -580,7 +582,7 @@ class Plan:
 
     def team(self, threads: int) -> int:
         """The threads a call asked for `threads` runs on."""
-        return runtime.team(max(1, min(threads, self.traffic // BYTES_PER_THREAD)))
+        return runtime.team(min(threads, self._most_threads))
 
     def run(self, src_addr: int, dst_addr: int, threads: int, attr=None) -> str:
         """`attr`: the conversion's gen_attr (cffi), None when moving bytes. Returns the

@@ -285,7 +285,7 @@ class Reorder(SetOnce):
         return self._plan.kernel
 
     def __call__(self, src, dst, *, threads=None):
-        t0 = time.perf_counter()
+        t0 = time.perf_counter() if runtime.VERBOSE else 0
         sa, da = check_call(src, dst, self.src_desc, self.dst_desc, "reorder")
         kernel = self._plan.run(sa, da, runtime.num_threads(threads), self._attr[0])
         if runtime.VERBOSE:

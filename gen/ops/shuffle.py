@@ -126,7 +126,7 @@ class ShuffleChannels(SetOnce):
         return self._plan.kernel
 
     def __call__(self, src, dst, *, threads=None):
-        t0 = time.perf_counter()
+        t0 = time.perf_counter() if runtime.VERBOSE else 0
         sa, da = check_call(src, dst, self.desc, self.desc, "shuffle")
         kernel = self._plan.run(sa, da, runtime.num_threads(threads))
         if runtime.VERBOSE:
