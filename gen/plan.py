@@ -35,6 +35,10 @@ RUN_STREAM_BYTES = 4 << 10
 # and the destination size from which a tile's whole rows that fill one region stream.
 TILE_RUNS = 16
 REGION_BYTES = 8 << 20
+# The L1 data cache's sets of lines (32 KiB of 8 ways, 48 KiB of 12), and the most rows of an
+# interleave in one set that its loads leave room for, with the destination's lines in it.
+L1_SETS = 64
+L1_SHARED = 4
 # The interleave kind streams only from this size: below it, its destination left in the
 # caches is worth more (f32 nchw->nChw8c, 8 channels: at 3.2 MB of destination 2x faster
 # without streaming, at 6.4 MB 10-20 % slower).
@@ -209,6 +213,8 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
                 piece_stream = 0
             if spec.kind == "run" and convert is not None and not piece.zero:
                 prefetch = RUN_AHEAD if prefetches(moved, choice, src_esize >= esize) else 0
+        if spec.kind == "interleave":  # measured stores or not
+            lines = _interleave_lines(spec, a.src * src_esize, a.n)
         out.append((spec, {
             "src_off": piece.src_off * src_esize, "dst_off": piece.dst_off * esize,
             "scl_off": piece.scl_off, "nouter": len(outer),
@@ -446,6 +452,19 @@ def _tile_prefetch_how(spec, lines, an, bn, convert) -> int:
     tiles = -(-min(bn, codegen.CHUNKS["tile_chunk"]) // spec.tile)
     spread = min(lines * spec.tile_a, an) >= max(spec.tile_a, TILE_SPREAD) and tiles >= 4
     return 2 if convert is None and spread else 1
+
+
+def _interleave_lines(spec, row_bytes, rows) -> int:
+    """1 where an interleave reads its rows through a buffer, 2 KiB of one row after the
+    other (see the template): where more than L1_SHARED of its rows, row_bytes apart, fall in
+    one set of the L1 data cache (planes of about a 4 KiB multiple). Read in place, such
+    rows' streams evicted each other's lines and the ones the hardware prefetched for them:
+    f32 nchw -> nChw16c of 1x64x64x64 took 3.5x as long per byte as of 1x64x56x56; through
+    the buffer 1.9 / 1.8x faster at 1 / 2 threads, 4x64x64x64 1.35 / 1.55x, 1x16x128x128
+    1.65x, 16x64x64x64 1.1x, nChw8c 1x64x64x64 1.4x (Zen3, specialised). A line of each
+    row at a time gained nothing."""
+    sets = np.arange(rows) * row_bytes // LINE % L1_SETS
+    return int(np.bincount(sets).max() > L1_SHARED)
 
 
 def _tile_whole_lines(spec, b_tab, rows, b, even, starts) -> bool:

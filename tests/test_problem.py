@@ -418,6 +418,46 @@ def test_few_channels_into_blocks_interleave_with_zero_rows(dtype, monkeypatch):
                 assert bytes(out.data) == pack(x, tag).tobytes(), (dims, tag, threads)
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "float16", "float32"])
+def test_interleave_reads_rows_that_share_cache_sets_through_a_buffer(dtype, monkeypatch):
+    """Channel rows a 4 KiB multiple apart (planes of 64 x 64 f32, 64 x 32 f16, 64 x 64 u8,
+    or a row pitch of 4 KiB) all fall in one L1 set: the interleave reads them through its
+    buffer (lines 1); planes of 56 x 56 read in place (0). Same bytes as the reference
+    packing, with padded channels (19 of 16, 5 of 8), rows that end in part of a buffered
+    step (1000 of 4 KiB), streaming or not, at 1 and 2 threads."""
+    from reference import pack
+    monkeypatch.setattr(plan, "cached", plan.cached.__wrapped__)  # each primitive plans anew
+    size = np.dtype(dtype).itemsize
+    side = {1: 64, 2: 32, 4: 64}[size]  # a plane of 4096 // size elements or 16 KiB
+    pitch = 4096 // size
+    rng = np.random.default_rng(9)
+    # (a block of 16 channels and one of 3, whose 3 rows share sets with room to spare)
+    for dims, tag, strided, lines in [((2, 19, 64, side), "aBcd16b", False, [1, 0]),
+                                      ((2, 5, 64, side), "aBcd8b", False, [1]),
+                                      ((2, 19, 1, 1000), "aBcd16b", True, [1, 0]),
+                                      ((2, 19, 56, 56), "aBcd16b", False, [0, 0])]:
+        x = rng.integers(0, 256, int(np.prod(dims)) * size, dtype=np.uint8).view(
+            dtype).reshape(dims)
+        if strided:  # each channel's 1000 elements at the start of its 4 KiB
+            n, c, _, w = dims
+            raw = np.zeros((n, c, 1, pitch), dtype)
+            raw[..., :w] = x
+            src = gen.Memory(gen.MemoryDesc(dims, dtype, strides=(c * pitch, pitch, pitch, 1)),
+                             raw)
+        else:
+            src = gen.Memory(gen.MemoryDesc(dims, dtype, "nchw"), x)
+        for stream_bytes in (plan.INTERLEAVE_STREAM_BYTES, 0):
+            monkeypatch.setattr(plan, "INTERLEAVE_STREAM_BYTES", stream_bytes)
+            prim = gen.Reorder(src.desc, gen.MemoryDesc(dims, dtype, tag))
+            assert [(spec.kind, f["lines"]) for spec, f in prim._plan.bound] == [
+                ("interleave", k) for k in lines], (dims, prim.kernel)
+            for threads in (1, 2):
+                out = gen.Memory(prim.dst_desc)
+                out.data[:] = 0xA5  # the padding must be written
+                prim(src, out, threads=threads)
+                assert bytes(out.data) == pack(x, tag).tobytes(), (dims, tag, threads)
+
+
 def test_interleave_with_a_short_b_goes_after_the_tile(monkeypatch):
     """Where B is shorter than the interleave's vector step, a tile that fits goes first: s8
     aBcd8b -> ABcd16b16a (rand08's layouts; B, the 8 channels of a source block, against 32
