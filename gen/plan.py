@@ -213,7 +213,7 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
                 piece_stream = 0
             if spec.kind == "run" and convert is not None and not piece.zero:
                 prefetch = RUN_AHEAD if prefetches(moved, choice, src_esize >= esize) else 0
-        if spec.kind == "interleave":  # measured stores or not
+        if spec.kind == "interleave":  # the buffer is no choice of gen.tune: with its stores too
             lines = _interleave_lines(spec, a.src * src_esize, a.n)
         out.append((spec, {
             "src_off": piece.src_off * src_esize, "dst_off": piece.dst_off * esize,
