@@ -19,6 +19,7 @@ CHUNKS = {"run_chunk": 1 << 16, "strided_chunk": 1 << 12, "strided_block": 256,
           "cvt_tile_buffer": 1 << 14,  # bytes: a converting tile's buffer stays in L1
           "tile_stage": 1 << 12,  # bytes: a converting tile gathers short rows there
           "interleave_chunk": 1 << 10,
+          "interleave_run": 1 << 11,  # bytes of a row an interleave reads through its buffer
           "pack_run": 64, "pack_line": 1 << 10,  # converting runs shorter than pack_run
           "direct_group": 8,  # outer positions per item of the resampling's direct path
           "prefetch_items": 4}  # resampling items of one line: lines fetched this far ahead

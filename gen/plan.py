@@ -456,13 +456,13 @@ def _tile_prefetch_how(spec, lines, an, bn, convert) -> int:
 
 def _interleave_lines(spec, row_bytes, rows) -> int:
     """1 where an interleave reads its rows through a buffer, 2 KiB of one row after the
-    other (see the template): where more than L1_SHARED of its rows, row_bytes apart, fall in
-    one set of the L1 data cache (planes of about a 4 KiB multiple). Read in place, such
-    rows' streams evicted each other's lines and the ones the hardware prefetched for them:
-    f32 nchw -> nChw16c of 1x64x64x64 took about 3x as long per byte as of 1x64x56x56;
-    through the buffer 1.9 / 1.8x faster at 1 / 2 threads, 4x64x64x64 1.35 / 1.55x,
-    1x16x128x128 1.65x, 16x64x64x64 1.1x, nChw8c 1x64x64x64 1.4x (Zen3, specialised). A line
-    of each row at a time gained nothing."""
+    other (codegen.CHUNKS["interleave_run"]; see the template): where more than L1_SHARED of
+    its rows, row_bytes apart, fall in one set of the L1 data cache (planes of about a 4 KiB
+    multiple). Read in place, such rows' streams evicted each other's lines and the ones the
+    hardware prefetched for them: f32 nchw -> nChw16c of 1x64x64x64 took about 3x as long
+    per byte as of 1x64x56x56; through the buffer 1.9 / 1.8x faster at 1 / 2 threads,
+    4x64x64x64 1.35 / 1.55x, 1x16x128x128 1.65x, 16x64x64x64 1.1x, nChw8c 1x64x64x64 1.4x
+    (Zen3, specialised). A line of each row at a time gained nothing."""
     sets = np.arange(rows) * row_bytes // LINE % L1_SETS
     return int(np.bincount(sets).max() > L1_SHARED)
 
