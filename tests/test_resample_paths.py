@@ -146,16 +146,21 @@ def test_bad_cache_size_is_named(cache_size, monkeypatch):
 def test_f32_streams_past_the_cache(cache_size, monkeypatch):
     """f32 streams where a copy of its destination, or the call's bytes (source and
     destination), reach llc_bytes() (plan.stream_threads), and not below; other types never.
-    Into a larger destination (2x up) at 1 thread only, else at any thread count. Results are
-    the same bits either way."""
+    Into a larger destination (2x up) at 1 thread only, else at any thread count; channel runs
+    into a larger one not at all where gen counts no last-level cache (llc_bytes() 0), though
+    on the direct path, as a destination past the caches. Results are the same bits either
+    way."""
     x = np.random.default_rng(5).standard_normal((4, 32, 20, 24)).astype(np.float32)
     src = gen.Memory.from_array(x, format="nhwc")  # 245 KB; 2x up writes 983 KB
     monkeypatch.setattr(plan, "STREAM_BYTES", 0)
     copy = 2 * 4 * 32 * 40 * 48 * 4
     results = set()
-    for llc, want in ((0, 1), (1 << 20, 1), (copy, 1), (copy + 1, 0)):
+    for llc, want in ((0, 0), (1, 1), (1 << 20, 1), (copy, 1), (copy + 1, 0)):
         cache_size(llc)
         assert plan_field(x, (40, 48), "nhwc", "stream") == want, llc
+        assert direct_flag(x, (40, 48), "nhwc") == int(llc <= copy), llc
+        # rows (a channel each) stream into a larger destination whatever the cache
+        assert plan_field(x, (40, 48), "nchw", "stream") == int(llc <= copy), llc
         assert plan_field(x, (40, 48), "nhwc", "stream", "bf16") == 0
         for threads in (1, 2):
             y = gen.resample(src, alg="linear", out_spatial=(40, 48), threads=threads)
@@ -438,7 +443,9 @@ import json, sys, numpy as np, gen
 from gen import plan
 from gen.ops import resample
 plan.STREAM_BYTES = 0
-plan.llc_bytes = lambda: 0  # no call fits the cache: every destination streams at any count
+# no call fits a cache of 1 byte: every destination streams at any count (gen counts a cache:
+# with none, channel runs into a larger destination would not stream)
+plan.llc_bytes = lambda: 1
 resample.EXPANDING_STREAM_THREADS = plan.ANY_THREADS  # 2x up too
 out = []
 for dims, sp, fmt, dt in json.loads(sys.argv[1]):
@@ -562,7 +569,7 @@ ROWS_SCRIPT = r"""
 import json, os, sys, numpy as np, gen
 from gen import plan
 from gen.ops import resample as rs
-os.environ["GEN_LLC_BYTES"] = "0"  # with STREAM_BYTES 0 below: these small calls stream
+os.environ["GEN_LLC_BYTES"] = "1"  # with STREAM_BYTES 0 below: these small calls stream
 rs.EXPANDING_STREAM_THREADS = plan.ANY_THREADS  # at any count
 out = []
 for dims, sp in json.loads(sys.argv[1]):

@@ -47,6 +47,14 @@ PREFETCH_BYTES = 32 << 10
 # NHWC 1180-1220 -> 845-900; linear NCHW the same), as on a Zen5 and an earlier Zen4 VM (see
 # plan.stream_threads; a later Zen4 VM found streaming 1.2-1.7x faster).
 EXPANDING_STREAM_THREADS = 1
+# The most threads at which forward into a larger destination streams its channel runs where
+# gen counts no last-level cache (plan.llc_bytes() 0: Intel): none. There plain stores, still
+# on the direct path, were faster at 1 thread (an Intel Xeon VM with AVX-512 and 480 MiB of L3,
+# alternating processes, 2x up: linear NHWC 8x64x56x56 1390-1465 -> 1235-1310 us, nearest NHWC
+# 1290-1365 -> 1185-1250, linear nChw16c 1400-1495 -> 1310-1430, NDHWC 2x16x16x32x32 about 3 %
+# less; through the buffer, plainly, no faster), while rows kept streaming (NCDHW 1.25x, NCHW
+# 1.05x faster so).
+EXPANDING_RUNS_UNCOUNTED_STREAM_THREADS = 0
 # Two outputs of axis 1 per item (see _Plan: span) where the combined taps are this few and
 # one output's source line this long at least (forward, backward).
 SPAN_TAPS = 4
@@ -188,6 +196,15 @@ class Tables:
         return r, keep
 
 
+def _expanding_stream_threads(rows: bool) -> int:
+    """The most threads at which forward into a larger destination streams: rows (a channel
+    each), or channel runs where gen counts a last-level cache, EXPANDING_STREAM_THREADS;
+    else (channel runs, plan.llc_bytes() 0) EXPANDING_RUNS_UNCOUNTED_STREAM_THREADS."""
+    if rows or plan.llc_bytes():
+        return EXPANDING_STREAM_THREADS
+    return min(EXPANDING_STREAM_THREADS, EXPANDING_RUNS_UNCOUNTED_STREAM_THREADS)
+
+
 class _Plan:
     """One resampling problem bound to its kernel: the C tables and the dst padding.
     `choice`: measured wisdom.Choice (streaming stores or not, and with them the direct path
@@ -243,19 +260,21 @@ class _Plan:
         # lines, and reading it evicts the destination from the cache anyway (2x up backward,
         # 6.4 MB from 25.7: nearest and linear, NCHW, NHWC and nChw16c, 1.1-1.2x faster
         # streaming at 1 thread, at 2 as fast or up to 1.2x faster; Zen4, alternating runs)
-        stream = 0
+        stream, in_memory = 0, False
         if nearest or dtypes.name(key.dtype) == "f32":
             src_nbytes = math.prod(key.dims_in) * esize
             moved = max(src_nbytes + math.prod(key.dims_out) * esize, 2 * dst_nbytes,
                         2 * src_nbytes if key.backward else 0)
             stream = plan.stream_threads(dst_nbytes, traffic=moved)
+            # a destination in memory (the direct path's condition below)
+            in_memory = stream > 0
             if not key.backward and math.prod(key.dims_out) > math.prod(key.dims_in):
-                stream = min(stream, EXPANDING_STREAM_THREADS)
+                stream = min(stream, _expanding_stream_threads(rows))
             if choice is not None and choice.stream is not None:  # at one thread count, for all
                 stream = plan.ANY_THREADS if choice.stream else 0
-        # a destination in memory (the direct path's condition below), which linear kernels
-        # store plainly unless all their stores are whole aligned vectors (_whole_vectors)
-        in_memory = stream > 0
+                in_memory = stream > 0  # streaming on the direct path, or plainly via the buffer
+        # linear kernels store plainly unless all their stores are whole aligned vectors
+        # (_whole_vectors)
         if not nearest and not _whole_vectors(outer_dst * esize, doffs, runs * esize,
                                               axes[2].out * esize if rows else None):
             stream = 0
