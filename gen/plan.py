@@ -119,7 +119,8 @@ def stream_threads(dst_nbytes: int, floor: int = None, traffic: int = None) -> i
     run at the memory's rate whatever else shares the cache, so they are the guess;
     gen.tune measures the machine at hand. Resampling forward into a larger destination
     streams at 1 thread only (resample.EXPANDING_STREAM_THREADS: a Zen3 VM too found plain
-    stores faster at 2), its channel runs not at all where llc_bytes() is 0 (an Intel VM)."""
+    stores faster at 2); where llc_bytes() is 0 (an Intel VM) its rows at any thread count,
+    its channel runs not at all."""
     return ANY_THREADS if streams(dst_nbytes, floor, traffic) else 0
 
 

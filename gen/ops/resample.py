@@ -55,6 +55,10 @@ EXPANDING_STREAM_THREADS = 1
 # less; through the buffer, plainly, no faster), while rows kept streaming (NCDHW 1.25x, NCHW
 # 1.05x faster so).
 EXPANDING_RUNS_UNCOUNTED_STREAM_THREADS = 0
+# And its rows (a channel each) there: at any thread count. At 2 threads streaming was faster
+# on that Intel VM (alternating processes, 6 rounds, 2x up: linear NCDHW 2x16x16x32x32 600-690
+# -> 480-515 us, linear NCHW 8x64x56x56 690-795 -> 655-725; nearest NCHW within 3 %).
+EXPANDING_ROWS_UNCOUNTED_STREAM_THREADS = plan.ANY_THREADS
 # Two outputs of axis 1 per item (see _Plan: span) where the combined taps are this few and
 # one output's source line this long at least (forward, backward).
 SPAN_TAPS = 4
@@ -197,12 +201,14 @@ class Tables:
 
 
 def _expanding_stream_threads(rows: bool) -> int:
-    """The most threads at which forward into a larger destination streams: rows (a channel
-    each), or channel runs where gen counts a last-level cache, EXPANDING_STREAM_THREADS;
-    else (channel runs, plan.llc_bytes() 0) EXPANDING_RUNS_UNCOUNTED_STREAM_THREADS."""
-    if rows or plan.llc_bytes():
+    """The most threads at which forward into a larger destination streams: where gen counts
+    a last-level cache, EXPANDING_STREAM_THREADS; else (plan.llc_bytes() 0) rows (a channel
+    each) EXPANDING_ROWS_UNCOUNTED_STREAM_THREADS, channel runs
+    EXPANDING_RUNS_UNCOUNTED_STREAM_THREADS."""
+    if plan.llc_bytes():
         return EXPANDING_STREAM_THREADS
-    return min(EXPANDING_STREAM_THREADS, EXPANDING_RUNS_UNCOUNTED_STREAM_THREADS)
+    return EXPANDING_ROWS_UNCOUNTED_STREAM_THREADS if rows else \
+        EXPANDING_RUNS_UNCOUNTED_STREAM_THREADS
 
 
 class _Plan:
