@@ -149,7 +149,7 @@ def cdef(specs) -> str:
         "typedef struct { int64_t src_off, dst_off, scl_off; int64_t nouter;",
         "  int64_t n[GEN_MAX_NODES], src_str[GEN_MAX_NODES], dst_str[GEN_MAX_NODES];",
         "  int64_t scl_str[GEN_MAX_NODES];",
-        "  int64_t a_n, a_src, a_dst, a_scl; int64_t b_n, b_src, b_dst, b_scl;",
+        "  int64_t a_n, a_src, a_dst, a_scl; int64_t a_run; int64_t b_n, b_src, b_dst, b_scl;",
         "  int64_t c_n, c_src, c_dst;",
         "  int64_t pad; int64_t gap; int64_t stream; int64_t lines; int64_t prefetch;",
         "  int64_t even; int64_t staged; int64_t buffer;",

@@ -10,7 +10,7 @@ from importlib import metadata
 import numpy as np
 
 PIECE_FIELDS = ("src_off", "dst_off", "scl_off", "nouter", "n", "src_str", "dst_str", "scl_str",
-                "a_n", "a_src", "a_dst", "a_scl", "b_n", "b_src", "b_dst", "b_scl",
+                "a_n", "a_src", "a_dst", "a_scl", "a_run", "b_n", "b_src", "b_dst", "b_scl",
                 "c_n", "c_src", "c_dst", "pad", "gap",
                 "stream", "lines", "prefetch", "even", "staged", "buffer", "a_tab",
                 "b_tab")

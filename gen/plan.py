@@ -175,6 +175,7 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
                         f"{codegen.MAX_NODES}")
         tables = {"a_tab": None, "b_tab": None}
         c = Node(1, 0, 0)  # run: the node whose positions an item gathers; tile: B's runs
+        a_run = 1  # tile: the count of A's innermost node
         if spec.kind == "run" and isinstance(b, tuple):
             b, c = b
         if spec.kind == "tile":
@@ -185,6 +186,7 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
             rows = nest_offsets(a, "src") * src_esize
             tables = {"a_tab": np.concatenate([rows, np.zeros(piece.pad, np.int64)]),
                       "b_tab": nest_offsets(b, "dst") * esize}
+            a_run = a[0].n
             a, b = _linear(a), _linear(b)
             lines = _tile_lines(spec, rows, b.n, src_esize, convert)
             buffer = _tile_buffer(spec, moved, lines, a.n + piece.pad, b.n, src_esize, convert)
@@ -222,6 +224,7 @@ def bind(problem, dst_nbytes: int, convert=None, tier=None, choice=None, traffic
             "n": [n.n for n in outer], "src_str": [n.src * src_esize for n in outer],
             "dst_str": [n.dst * esize for n in outer], "scl_str": [n.scl for n in outer],
             "a_n": a.n, "a_src": a.src * src_esize, "a_dst": a.dst * esize, "a_scl": a.scl,
+            "a_run": a_run,
             "b_n": b.n, "b_src": b.src * src_esize, "b_dst": b.dst * esize, "b_scl": b.scl,
             "c_n": c.n, "c_src": c.src * src_esize, "c_dst": c.dst * esize,
             "pad": piece.pad * esize, "gap": piece.gap * esize, "stream": int(piece_stream),
