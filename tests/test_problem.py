@@ -710,6 +710,20 @@ def test_tile_steps_evenly_spaced_rows_and_columns_without_tables():
     assert plan._tile_even([0, 64, 200], [0, 8, 16], 64, 8, plan.Conversion("f32", "s8", False))
 
 
+def test_tile_rows_follow_each_other_by_a_runs():
+    """A tile's a_run is the count of A's innermost node: each a_run rows of A (one position
+    of its outer nodes) lie a_src bytes apart in src, so that a converting tile takes them in
+    one call without scanning a_tab; a single node has all its rows in one run."""
+    for dims, src, dst, runs in (((38, 21, 5, 3), "ABcd4b16a4b", "bdca", {16, 6}),  # 32 + 6 a
+                                 ((2, 64, 7, 9), "nhwc", "nchw", {63}),  # one node: hw
+                                 ((4, 13, 3, 11), "dcba", "aBcd8b", {8})):  # b of an 8b block
+        pieces = [f for spec, f in bound(dims, src, dst, ("f32", "bf16")) if spec.kind == "tile"]
+        assert pieces and {f["a_run"] for f in pieces} == runs, (src, dst)
+        for f in pieces:
+            rows = f["a_tab"][:f["a_n"]].reshape(-1, f["a_run"])
+            assert (np.diff(rows, axis=1) == f["a_src"]).all()
+
+
 def test_tile_stages_columns_that_start_anywhere_in_a_line(monkeypatch):
     """A streaming tile whose destination columns start anywhere in a line (4004 bytes
     apart, or lines apart at outer positions that are not) streams through a stage
