@@ -148,8 +148,8 @@ def test_f32_streams_past_the_cache(cache_size, monkeypatch):
     destination), reach llc_bytes() (plan.stream_threads), and not below; other types never.
     Into a larger destination (2x up) at 1 thread only, else at any thread count; where gen
     counts no last-level cache (llc_bytes() 0), rows into a larger one at any thread count and
-    channel runs not at all, though on the direct path, as a destination past the caches. Results are the same bits either
-    way."""
+    channel runs not at all, though on the direct path, as a destination past the caches.
+    Results are the same bits either way."""
     x = np.random.default_rng(5).standard_normal((4, 32, 20, 24)).astype(np.float32)
     src = gen.Memory.from_array(x, format="nhwc")  # 245 KB; 2x up writes 983 KB
     monkeypatch.setattr(plan, "STREAM_BYTES", 0)
