@@ -164,7 +164,7 @@ def cdef(specs) -> str:
         "  int64_t out[3]; const int64_t *start[3], *soff[3], *doff[3]; const float *w[3];",
         "  int64_t ntaps[2];",
         "  int64_t rows, stream; const int32_t *row_off, *win, *perm, *wide;",
-        "  const int32_t *win16, *perm16, *fresh16; int64_t pairs;",
+        "  const int32_t *win16, *perm16, *fresh16; int64_t pairs; int64_t twins;",
         "  int64_t taps2, pitch, nseg, cw, rsize, kmax, direct, flat, group, prefetch, span;",
         "  const int32_t *idx2;",
         "  const float *w2;",

@@ -803,6 +803,26 @@ def test_one_tap_direct_gives_the_buffers_bits(tier, tmp_path):
         check_reference(y, case[6], case)
 
 
+# Backward of down-sampling by a whole factor: a row of axis 1 whose taps are the row before's
+# (`twins`) is stored by that row's step, the item skipped; against every row its own step
+# (twins 0), at 1 and 2 threads (30 items: a thread's share ends inside a pair). NCHW 2x and
+# 4x down (rows of zeros between pairs), NCDHW 2x down; a 2x up backward, whose rows differ
+TWINS = [((1, 3, 10, 24), (5, 12), "nchw", "f32", "linear", True, 1),
+         ((2, 2, 12, 16), (3, 4), "nchw", "f32", "linear", True, 1),
+         ((1, 2, 4, 6, 16), (2, 3, 8), "ncdhw", "f32", "linear", True, 1),
+         ((1, 3, 7, 9), (14, 18), "nchw", "f32", "linear", True, 0)]
+
+
+@pytest.mark.parametrize("tier", registry.supported())
+def test_twin_rows_give_the_rows_bits(tier, tmp_path):
+    cases = [c[:6] + (forced_input(c[0], c[1], c[5], c[3]),) for c in TWINS]
+    got = forced_runs(tier, cases, {"twins": 0}, ["twins", "rows"], tmp_path)
+    for case, twins, ([flag, rows], raw, y) in zip(cases, (c[6] for c in TWINS), got):
+        assert (flag, rows) == (twins, 1), case[:6]
+        assert len(set(raw)) == 1, case[:6]
+        check_reference(y, case[6], case)
+
+
 # Rows whose steps of 16 outputs take two taps within 32 sources of their own (2x down
 # forward, nearest 2x up backward), with 1, 2 and 4 taps along the other axes, and a last
 # step of 4, 8 or 12 outputs whose window runs past the row (masked loads); rows of whole

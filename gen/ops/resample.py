@@ -249,6 +249,8 @@ class _Plan:
                 counts = np.diff(ax.start)
                 tb.scalar("ntaps", counts[0] if counts[0] in (1, 2) and np.all(counts == counts[0])
                           else 0, k)
+            if k == 1:  # rows one line each store such an output with the one before (_lines)
+                tb.scalar("twins", _twins(ax.start, src_off, ax.weight))
         outer_src, outer_dst, runs = _outer(key.dims_out, key.src, key.dst)
         tb.scalar("nouter", runs.size)
         tb.array("src_outer", "int64_t", outer_src * esize)
@@ -448,6 +450,22 @@ class _Plan:
 
     def jit_parts(self):
         return [], (self.spec, self.tables)
+
+
+def _twins(start, soff, weight) -> bool:
+    """Whether some output of an axis takes the taps of the one before it: as many, the same
+    source offsets and the same weights to the bit (2x down backward's, two by two)."""
+    counts = np.diff(start)
+    if counts.size < 2:
+        return False
+    slot = np.arange(soff.size) - np.repeat(start[:-1], counts)
+    owner = np.repeat(np.arange(counts.size), counts)
+    offs = np.full((counts.size, max(int(counts.max()), 1)), -1, np.int64)
+    bits = np.zeros(offs.shape, np.uint32)
+    offs[owner, slot], bits[owner, slot] = soff, weight.view(np.uint32)
+    same = ((counts[1:] == counts[:-1]) & (counts[1:] > 0) & np.all(offs[1:] == offs[:-1], 1)
+            & np.all(bits[1:] == bits[:-1], 1))
+    return bool(same.any())
 
 
 def _segments(index, cw):
