@@ -208,8 +208,9 @@ def test_specialised_tiles_spread_their_prefetches(tmp_path, cache_size):
     in items of 32 rows or more and 4 column tiles or more prefetches the next item's rows
     spread over its column tiles in a specialised module (plan prefetch 2; the generic
     kernels fetch them at once): nhwc -> nchw storing whole lines (columns of 48x48 pixels)
-    and through the stage (61x53, columns that start anywhere in a line) give the generic
-    kernels' bytes and the reference's values."""
+    and staged (61x53, columns that start anywhere in a line: through the stage, or on
+    avx512 their lines made in registers) give the generic kernels' bytes and the reference's
+    values."""
     cases = [("reorder_tile_e4", {"dims": dims, "src": ["f32", "nhwc"], "dst": ["f32", "nchw"]})
              for dims in ([4, 64, 48, 48], [4, 48, 61, 53])]
     cache_size(1)
@@ -218,7 +219,7 @@ def test_specialised_tiles_spread_their_prefetches(tmp_path, cache_size):
         prim = gen.Reorder(gen.MemoryDesc(dims, "f32", case["src"][1]),
                            gen.MemoryDesc(dims, "f32", case["dst"][1]))
         assert [f["prefetch"] for _, f in prim._plan.bound] == [2], case
-    assert [f["staged"] for _, f in prim._plan.bound] == [1]
+    assert [f["staged"] > 0 for _, f in prim._plan.bound] == [True]
     p = run_py(child(cases), tmp_path, **jit_env(tmp_path / "cache", GEN_LLC_BYTES="1"))
     assert all(k.startswith("jit:reorder_tile_e4") for k in json.loads(p.stdout)), p.stdout
 

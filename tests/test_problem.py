@@ -734,9 +734,9 @@ def test_tile_stages_columns_that_start_anywhere_in_a_line(monkeypatch):
     partial lines to the next; threads flush theirs), for every element size, a conversion,
     destination padding (1001 rows in blocks of 1004), a last tile that overlaps the one
     before (203 or 1037 columns) and columns that move between outer positions."""
-    def staged(dims, src, dst, dtypes=("f32", "f32")):
-        return [(f["stream"] > 0, f["staged"]) for spec, f in bound(dims, src, dst, dtypes)
-                if spec.kind == "tile"]
+    def staged(dims, src, dst, dtypes=("f32", "f32")):  # (staged 2: test_staged_lines_...)
+        return [(f["stream"] > 0, int(f["staged"] > 0)) for spec, f in
+                bound(dims, src, dst, dtypes) if spec.kind == "tile"]
     assert staged((1001, 1037), "ab", "ba") == [(True, 1)]
     assert staged((1024, 1037), "ab", "ba") == [(True, 0)]  # columns start lines
     # the 67 columns of c start lines, but those of the outer b (4004 bytes apart) do not
@@ -760,7 +760,7 @@ def test_tile_stages_columns_that_start_anywhere_in_a_line(monkeypatch):
         src = (gen.Memory.from_array(x.astype(np.float64), st) if sdt == "f64"  # no conversion
                else gen.Memory.from_array(x, st, dtype=sdt))
         prim = gen.Reorder(src.desc, gen.MemoryDesc(dims, ddt, dt), **attrs)
-        assert [f["staged"] for spec, f in prim._plan.bound] == [1], (dims, dt, sdt)
+        assert [f["staged"] > 0 for spec, f in prim._plan.bound] == [True], (dims, dt, sdt)
         want = x * np.float32(0.5) if attrs else x
         for threads in (1, 2, 3):
             out = gen.Memory(prim.dst_desc)
@@ -770,6 +770,42 @@ def test_tile_stages_columns_that_start_anywhere_in_a_line(monkeypatch):
             if dt == "acB1004b":  # the padding rows are zeros
                 raw = np.frombuffer(out.data, np.float32).reshape(3, 37, 1004)
                 assert not raw[:, :, 1001:].any()
+
+
+def test_staged_lines_made_in_registers_give_the_stages_bits(monkeypatch):
+    """On a tier of 512-bit floats a staged tile of 4- or 8-byte elements makes its columns'
+    lines in registers (plan._tile_lined: `staged` 2). It gives the stage's bytes (the plan
+    with _tile_lined false), the reference's, at 1, 2 and 3 threads: f32 and f64 moves, s8 ->
+    f32 with a scale, destination padding (1001 rows in blocks of 1004), columns that move
+    between outer positions."""
+    monkeypatch.setattr(plan, "STREAM_BYTES", 0)  # small calls stream too
+    monkeypatch.setattr(plan, "cached", plan.cached.__wrapped__)
+    lined = plan._tile_lined
+    rng = np.random.default_rng(12)
+    cases = [((2001, 203), "ab", "ba", dt, dt, {}) for dt in ("f32", "f64")]
+    cases += [((1001, 203), "ab", "ba", "s8", "f32", dict(scales=[0.5])),
+              ((3, 1001, 37), "abc", "acB1004b", "f32", "f32", {}),
+              ((401, 16, 67), "abc", "cba", "f32", "f32", {})]
+    for dims, st, dt, sdt, ddt, attrs in cases:
+        x = rng.integers(-100, 100, dims).astype(np.float32)  # exact in every type
+        src = (gen.Memory.from_array(x.astype(np.float64), st) if sdt == "f64"
+               else gen.Memory.from_array(x, st, dtype=sdt))
+        prims = []
+        for rule in (lined, lambda spec: False):
+            monkeypatch.setattr(plan, "_tile_lined", rule)
+            prims.append(gen.Reorder(src.desc, gen.MemoryDesc(dims, ddt, dt), **attrs))
+        [(spec, fields)] = prims[0]._plan.bound
+        floats = TIERS[spec.isa].floats
+        assert fields["staged"] == (2 if floats and floats.lanes == 16 else 1), (dims, dt, sdt)
+        assert [f["staged"] for _, f in prims[1]._plan.bound] == [1]
+        want = (x * np.float32(0.5) if attrs else x).astype(np.float64 if ddt == "f64"
+                                                            else np.float32)
+        for threads in (1, 2, 3):
+            outs = [gen.Memory(prims[0].dst_desc) for _ in prims]
+            for prim, out in zip(prims, outs):
+                prim(src, out, threads=threads)
+            assert bytes(outs[0].data) == bytes(outs[1].data), (dims, dt, sdt, threads)
+            assert np.array_equal(outs[0].to_array(), want), (dims, dt, sdt, threads)
 
 
 def test_tiles_prefetch_rows_apart_in_calls_past_the_cache(cache_size):
