@@ -16,7 +16,6 @@ import numpy as np
 from . import codegen, jit, registry, runtime, space, wisdom
 from .dtypes import TABLE
 from .errors import Error
-from .isa import TIERS
 from .problem import Layout, Node, Problem, nest_offsets, normalise, widened
 from .space import LINE
 
@@ -533,13 +532,11 @@ def _tile_staged(spec, rows, lines, dst_nbytes, moved, convert) -> bool:
 
 def _tile_lined(spec) -> bool:
     """Whether a staged tile makes its columns' lines in registers instead of a stage (the
-    template's _lined; `staged` 2): 4- and 8-byte elements on a tier of 512-bit floats, whose
-    two-source permutes shift a column's bytes to its line. Sapphire Rapids VM, alternating
-    processes, specialised, 1 / 2 threads: rand05 (f32 dabc -> cdba, columns of 16380
-    bytes) 1.07 / 1.07x faster, rand06 (s8 -> f32, 8116 bytes) 1.05 / 1.05-1.1x, rand04 (s8
-    -> f32, 3808 bytes) 1.02 / 1.0x."""
-    floats = TIERS[spec.isa].floats
-    return spec.esize in (4, 8) and floats is not None and floats.lanes == 16
+    template's _lined; `staged` 2) wherever its kernel can (KernelSpec.lined). Sapphire
+    Rapids VM, alternating processes, specialised, 1 / 2 threads: rand05 (f32 dabc -> cdba,
+    columns of 16380 bytes) 1.07 / 1.07x faster, rand06 (s8 -> f32, 8116 bytes) 1.05 /
+    1.05-1.1x, rand04 (s8 -> f32, 3808 bytes) 1.02 / 1.0x."""
+    return spec.lined
 
 
 def _tile_even(rows, cols, row_step, col_step, convert) -> bool:

@@ -84,6 +84,15 @@ class KernelSpec:
         return bool(self.vector and self.esize in self.vector.maskload)
 
     @property
+    def lined(self) -> bool:
+        """Tile: whether it may make a staged column's lines in registers (the template's
+        _lined, plan._tile_lined): 4- and 8-byte elements in rows of 32 bytes on a tier of
+        512-bit floats, whose two-source permutes shift a column's bytes to its line."""
+        floats = TIERS[self.isa].floats
+        return (self.esize in (4, 8) and self.tile * self.esize == 32 and floats is not None
+                and floats.lanes == 16)
+
+    @property
     def tile_a(self) -> int:
         """Elements of the dst-contiguous tile side per micro-kernel call: one cache line."""
         return max(self.tile, LINE // self.esize)
